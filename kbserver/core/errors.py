@@ -1,0 +1,87 @@
+"""One error hierarchy: each class is a contract error code with its HTTP status."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+__all__ = [
+    "AlreadyExists",
+    "AmbiguousMatch",
+    "ApprovalUnavailable",
+    "Forbidden",
+    "InvalidRequest",
+    "KBError",
+    "NoMatch",
+    "NotFound",
+    "SecretDetected",
+    "Stale",
+    "TooLarge",
+    "Unauthorized",
+    "Unavailable",
+]
+
+
+class KBError(Exception):
+    """Base of every error a caller can see; `code` and `status` are part of the contract."""
+
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def to_dict(self) -> dict[str, object]:
+        """The body of the error as every edge renders it."""
+        return {"code": self.code, "message": self.message, **self.details}
+
+
+class InvalidRequest(KBError):
+    code, status = "invalid_request", 400
+
+
+class Unauthorized(KBError):
+    code, status = "unauthorized", 401
+
+
+class Forbidden(KBError):
+    code, status = "forbidden", 403
+
+
+class ApprovalUnavailable(KBError):
+    code, status = "approval_unavailable", 403
+
+
+class NotFound(KBError):
+    code, status = "not_found", 404
+
+
+class AlreadyExists(KBError):
+    code, status = "already_exists", 409
+
+
+class Stale(KBError):
+    code, status = "stale", 409
+
+
+class TooLarge(KBError):
+    code, status = "too_large", 413
+
+
+class NoMatch(KBError):
+    code, status = "no_match", 422
+
+
+class AmbiguousMatch(KBError):
+    code, status = "ambiguous_match", 422
+
+
+class SecretDetected(KBError):
+    code, status = "secret_detected", 422
+
+
+class Unavailable(KBError):
+    """The KB is busy beyond every retry (another process holds its lock for too long)."""
+
+    code, status = "unavailable", 503

@@ -1,0 +1,148 @@
+"""Data models shared by every layer: write requests, results, versions, callers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "AGENT_PATTERN",
+    "SHA256_PATTERN",
+    "SLUG_PATTERN",
+    "VERSION_PATTERN",
+    "Append",
+    "Caller",
+    "Create",
+    "Delete",
+    "Edit",
+    "FileChange",
+    "FileEntry",
+    "FileResult",
+    "Limits",
+    "Overwrite",
+    "Permission",
+    "VersionInfo",
+    "WriteRequest",
+    "WriteResult",
+]
+
+SHA256_PATTERN = r"^[0-9a-f]{64}$"
+SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
+AGENT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+VERSION_PATTERN = r"^[0-9a-f]{40}$"
+
+Permission = Literal["read", "read_write", "read_write_ask"]
+Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lowercase hex SHA-256 of the file")]
+Path = Annotated[str, Field(min_length=1, description="relative, /-separated path inside the KB")]
+
+
+class _Change(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    path: Path
+
+
+class Create(_Change):
+    """Create a new file; fails with already_exists if it exists."""
+
+    mode: Literal["create"]
+    content: str
+
+
+class Append(_Change):
+    """Add content at the end of an existing file."""
+
+    mode: Literal["append"]
+    content: str
+    expected_sha256: Sha256 | None = None
+
+
+class Edit(_Change):
+    """Replace old_string, which must occur exactly once, by new_string."""
+
+    mode: Literal["edit"]
+    old_string: Annotated[str, Field(min_length=1)]
+    new_string: str
+    expected_sha256: Sha256 | None = None
+
+
+class Overwrite(_Change):
+    """Replace the whole content of an existing file."""
+
+    mode: Literal["overwrite"]
+    content: str
+    expected_sha256: Sha256 | None = None
+
+
+class Delete(_Change):
+    """Delete an existing file."""
+
+    mode: Literal["delete"]
+    expected_sha256: Sha256 | None = None
+
+
+FileChange = Annotated[Create | Append | Edit | Overwrite | Delete, Field(discriminator="mode")]
+
+
+class WriteRequest(BaseModel):
+    """One write: all of its files change in one version, or none does."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    message: str | None = Field(default=None, max_length=10_000)
+    run_id: str | None = Field(default=None, max_length=100)
+    files: list[FileChange] = Field(min_length=1)
+
+
+class FileResult(BaseModel):
+    path: str
+    mode: str
+    sha256: str | None
+
+
+class WriteResult(BaseModel):
+    version: str
+    parent: str | None
+    files: list[FileResult]
+
+
+class FileEntry(BaseModel):
+    path: str
+    size: int
+    sha256: str
+
+
+class VersionInfo(BaseModel):
+    version: str
+    parent: str | None
+    author: str
+    kind: str
+    message: str
+    time: str
+    paths: list[str]
+    run: str | None = None
+
+
+class Limits(BaseModel):
+    """Per-KB limits of a write (defaults from the contract)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    max_file_bytes: int = Field(default=256 * 1024, ge=1)
+    max_files: int = Field(default=20, ge=1)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: the admin, or an agent with its links (slug -> permission)."""
+
+    name: str
+    is_admin: bool = False
+    links: dict[str, Permission] = field(default_factory=dict)
+    tools: tuple[str, ...] = ("context",)
+    parent: str | None = None
+    auto_record: bool = False
+
+    @property
+    def actor(self) -> str:
+        """How versions name this caller: `admin` or `agent:NAME`."""
+        return "admin" if self.is_admin else f"agent:{self.name}"
