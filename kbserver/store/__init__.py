@@ -1,0 +1,11 @@
+"""Store: bare git repositories, one per KB; commits, compare-and-swap of main, history and diffs.
+
+The only package (with gitweb) that imports dulwich. It knows git, not agents: above it,
+everything is a version (a 40-hex commit id) and a path. Must not import services or edges.
+"""
+
+from kbserver.store.repo import Change, CommitInfo, KBRepo, TreeView
+from kbserver.store.repos import Repos
+from kbserver.store.writer import CommitPlan
+
+__all__ = ["Change", "CommitInfo", "CommitPlan", "KBRepo", "Repos", "TreeView"]

@@ -1,0 +1,286 @@
+"""Reads of one bare KB repository: files at a version, listings, history of a path, diffs."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import stat
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal
+
+from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
+from dulwich.errors import NotTreeError
+from dulwich.object_store import tree_lookup_path
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.patch import unified_diff
+from dulwich.refs import Ref
+from dulwich.repo import Repo
+
+from kbserver.core.errors import InvalidRequest, NotFound
+
+__all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView"]
+
+MAIN = Ref(b"refs/heads/main")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_TRAILER = re.compile(r"^(Kb-[A-Za-z]+): (.*)$")
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path changed between two versions."""
+
+    path: str
+    change: Literal["added", "modified", "deleted"]
+    old_blob: str | None
+    new_blob: str | None
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    version: str
+    parent: str | None
+    author: str
+    message: str
+    time: str
+    trailers: dict[str, str]
+
+
+class _ObjectCache:
+    """A bounded LRU of parsed commits and trees (immutable for a given id), shared by threads."""
+
+    def __init__(self, repo: Repo, size: int = 50_000) -> None:
+        self._store = repo.object_store
+        self._size = size
+        self._items: OrderedDict[bytes, ShaFile] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, sha: bytes) -> ShaFile:
+        with self._lock:
+            obj = self._items.get(sha)
+            if obj is not None:
+                self._items.move_to_end(sha)
+                return obj
+        obj = self._store[ObjectID(sha)]
+        if obj.type_name != b"blob":
+            with self._lock:
+                self._items[sha] = obj
+                if len(self._items) > self._size:
+                    self._items.popitem(last=False)
+        return obj
+
+
+class TreeView:
+    """The files of one version (or of a tree being built), read lazily by path."""
+
+    def __init__(self, repo: KBRepo, tree_id: bytes | None, version: str | None) -> None:
+        self._repo = repo
+        self.tree_id = tree_id
+        self.version = version
+
+    def _entry(self, path: str) -> tuple[int, bytes] | None:
+        if self.tree_id is None:
+            return None
+        try:
+            mode, sha = tree_lookup_path(self._repo.get, ObjectID(self.tree_id), path.encode())
+        except (KeyError, NotTreeError):  # missing, or a file where a folder was expected
+            return None
+        return mode, sha
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes of the file at `path`, or None when there is no file there."""
+        entry = self._entry(path)
+        if entry is None or not stat.S_ISREG(entry[0]):
+            return None
+        blob = self._repo.object(entry[1])
+        assert isinstance(blob, Blob)
+        return blob.as_raw_string()
+
+    def blob_id(self, path: str) -> str | None:
+        entry = self._entry(path)
+        if entry is None or not stat.S_ISREG(entry[0]):
+            return None
+        return entry[1].decode()
+
+    def is_dir(self, path: str) -> bool:
+        entry = self._entry(path)
+        return entry is not None and stat.S_ISDIR(entry[0])
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+        """(path, blob id) of every file under `prefix` (a folder or a path start), in path order."""
+        if self.tree_id is None:
+            return
+        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
+        start: bytes | None = self.tree_id
+        if folder:
+            entry = self._entry(folder)
+            start = entry[1] if entry and stat.S_ISDIR(entry[0]) else None
+        if start is None:
+            return
+        base = folder + "/" if folder else ""
+        for path, sha in self._walk_tree(start, base):
+            if path.startswith(prefix):
+                yield path, sha
+
+    def _walk_tree(self, tree_id: bytes, base: str) -> Iterator[tuple[str, bytes]]:
+        tree = self._repo.get(tree_id)
+        assert isinstance(tree, Tree)
+        # Tree order sorts folders as if they ended in "/", so sort by full path to stay in path order.
+        entries = sorted(tree.iteritems(), key=lambda e: e.path)
+        for name, mode, sha in entries:
+            path = base + name.decode("utf-8", "surrogateescape")
+            if stat.S_ISDIR(mode):
+                yield from self._walk_tree(sha, path + "/")
+            elif stat.S_ISREG(mode):
+                yield path, sha
+
+
+class KBRepo:
+    """One KB's bare repository. Thread-safe for reads; writes go through `writer.Writer`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.git = Repo(path)
+        self.get = _ObjectCache(self.git)
+        self._digests: dict[bytes, tuple[int, str]] = {}
+
+    def close(self) -> None:
+        self.git.close()
+
+    # -- refs -----------------------------------------------------------------------------------
+    def head(self) -> str | None:
+        """The current version of main, read from disk every time (other processes move it)."""
+        try:
+            return self.git.refs[MAIN].decode()
+        except KeyError:
+            return None
+
+    def object(self, sha: bytes) -> ShaFile:
+        return self.get(sha)
+
+    def resolve(self, version: str | None) -> str | None:
+        """`version` checked to be a commit of this KB, or the head when None.
+
+        Raises InvalidRequest for a malformed id and NotFound for an unknown one.
+        """
+        if version is None:
+            return self.head()
+        if not isinstance(version, str) or not _HEX40.match(version):
+            raise InvalidRequest("version must be a 40-hex commit id", version=version)
+        try:
+            obj = self.get(version.encode())
+        except KeyError:
+            raise NotFound(f"version {version} does not exist in this KB", version=version) from None
+        if not isinstance(obj, Commit):
+            raise NotFound(f"version {version} does not exist in this KB", version=version)
+        return version
+
+    def view(self, version: str | None) -> TreeView:
+        """The files at `version` (a resolved commit id) or an empty view when None."""
+        if version is None:
+            return TreeView(self, None, None)
+        commit = self.get(version.encode())
+        assert isinstance(commit, Commit)
+        return TreeView(self, commit.tree, version)
+
+    def tree_view(self, tree_id: bytes, version: str | None) -> TreeView:
+        return TreeView(self, tree_id, version)
+
+    # -- blobs ------------------------------------------------------------------------------------
+    def digest(self, blob_id: bytes) -> tuple[int, str]:
+        """(size, sha256) of a blob; cached forever, since a blob id names its bytes."""
+        known = self._digests.get(blob_id)
+        if known is None:
+            data = self.get(blob_id).as_raw_string()
+            known = (len(data), hashlib.sha256(data).hexdigest())
+            self._digests[blob_id] = known
+        return known
+
+    # -- history ----------------------------------------------------------------------------------
+    def commit_info(self, version: str) -> CommitInfo:
+        commit = self.get(version.encode())
+        assert isinstance(commit, Commit)
+        message = commit.message.decode("utf-8", "replace")
+        trailers: dict[str, str] = {}
+        for line in message.splitlines():
+            m = _TRAILER.match(line)
+            if m:
+                trailers[m.group(1)] = m.group(2).strip()
+        when = datetime.fromtimestamp(commit.commit_time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return CommitInfo(
+            version=version,
+            parent=commit.parents[0].decode() if commit.parents else None,
+            author=commit.author.decode("utf-8", "replace").split(" <", 1)[0],
+            message=message,
+            time=when,
+            trailers=trailers,
+        )
+
+    def first_parents(self, start: str) -> Iterator[str]:
+        """Versions from `start` back to the first one, following first parents."""
+        sha: bytes | None = start.encode()
+        while sha is not None:
+            commit = self.get(sha)
+            assert isinstance(commit, Commit)
+            yield sha.decode()
+            sha = commit.parents[0] if commit.parents else None
+
+    def path_history(self, start: str, path: str) -> Iterator[str]:
+        """Versions that changed `path`, newest first (compares only the entry at `path`)."""
+        previous: str | None = None
+        previous_entry: bytes | None = None
+        for version in self.first_parents(start):
+            entry = self.view(version).blob_id(path)
+            current = entry.encode() if entry else None
+            if previous is not None and current != previous_entry:
+                yield previous
+            previous, previous_entry = version, current
+        if previous is not None and previous_entry is not None:
+            yield previous
+
+    def changes(self, old: str | None, new: str) -> list[Change]:
+        """Paths that differ between two versions (files only), sorted by path."""
+        return self.tree_changes(self.view(old).tree_id if old else None, self.view(new).tree_id)
+
+    def tree_changes(self, old_tree: bytes | None, new_tree: bytes | None) -> list[Change]:
+        """Paths that differ between two trees (files only), sorted by path."""
+        out: list[Change] = []
+        old_id = ObjectID(old_tree) if old_tree is not None else None
+        new_id = ObjectID(new_tree) if new_tree is not None else None
+        for ch in tree_changes(self.git.object_store, old_id, new_id):
+            if ch.type == CHANGE_ADD:
+                assert ch.new is not None and ch.new.path is not None and ch.new.sha is not None
+                out.append(Change(ch.new.path.decode(), "added", None, ch.new.sha.decode()))
+            elif ch.type == CHANGE_DELETE:
+                assert ch.old is not None and ch.old.path is not None and ch.old.sha is not None
+                out.append(Change(ch.old.path.decode(), "deleted", ch.old.sha.decode(), None))
+            else:
+                assert ch.old is not None and ch.new is not None and ch.new.path is not None
+                assert ch.old.sha is not None and ch.new.sha is not None
+                out.append(Change(ch.new.path.decode(), "modified", ch.old.sha.decode(), ch.new.sha.decode()))
+        return sorted(out, key=lambda c: c.path)
+
+    def patch(self, change: Change) -> str:
+        """The unified diff of one change, with git's a/ and b/ labels."""
+        old = self.get(change.old_blob.encode()).as_raw_string() if change.old_blob else None
+        new = self.get(change.new_blob.encode()).as_raw_string() if change.new_blob else None
+        return self.text_patch(change.path, old, new)
+
+    @staticmethod
+    def text_patch(path: str, old: bytes | None, new: bytes | None) -> str:
+        """The unified diff from `old` to `new` bytes of `path` (None: the file does not exist)."""
+        old_name = f"a/{path}".encode() if old is not None else b"/dev/null"
+        new_name = f"b/{path}".encode() if new is not None else b"/dev/null"
+        out = io.BytesIO()
+        lines = unified_diff(
+            (old or b"").splitlines(True), (new or b"").splitlines(True), old_name, new_name, n=3
+        )
+        for line in lines:
+            out.write(line)
+            if not line.endswith(b"\n"):
+                out.write(b"\n\\ No newline at end of file\n")
+        return out.getvalue().decode("utf-8", "replace")

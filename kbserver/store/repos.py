@@ -1,0 +1,104 @@
+"""The folder of bare repositories: create, open (one reader and one writer per KB), recover."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import threading
+from pathlib import Path
+
+from dulwich.repo import Repo
+
+from kbserver.core.errors import AlreadyExists, NotFound
+from kbserver.store.repo import KBRepo
+from kbserver.store.writer import CommitPlan, Writer, recover_locks
+
+__all__ = ["Repos"]
+
+
+class Repos:
+    """`{root}/{slug}.git` for every KB; opened lazily and kept open."""
+
+    def __init__(self, root: Path, *, fsync: bool = True) -> None:
+        self.root = root
+        self._fsync = fsync
+        root.mkdir(parents=True, exist_ok=True)
+        self._open: dict[str, tuple[KBRepo, Writer]] = {}
+        self._lock = threading.Lock()
+
+    def path(self, slug: str) -> Path:
+        return self.root / f"{slug}.git"
+
+    def exists(self, slug: str) -> bool:
+        return (self.path(slug) / "HEAD").is_file()
+
+    def slugs(self) -> list[str]:
+        return sorted(p.name[:-4] for p in self.root.glob("*.git") if (p / "HEAD").is_file())
+
+    def create(self, slug: str, readme: bytes, author: str, message: str) -> str:
+        """Create the bare repository with its first version holding README.md; returns the version.
+
+        Raises AlreadyExists when the repository is there already.
+        """
+        path = self.path(slug)
+        tmp = self.root / f".{slug}.git.creating"
+        if path.exists():
+            raise AlreadyExists(f"a KB named {slug} already exists", slug=slug)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        with Repo.init_bare(str(tmp), default_branch=b"main") as git:
+            config = git.get_config()
+            config.set((b"core",), b"logallrefupdates", False)
+            config.set((b"kbserver",), b"slug", slug.encode())
+            config.write_to_path()
+        repo = KBRepo(str(tmp))
+        try:
+            writer = Writer(repo, fsync=self._fsync)
+            version, _, _ = writer.submit(
+                lambda _tip: CommitPlan(
+                    {"README.md": readme}, message, author, {"Kb-Actor": "admin", "Kb-Kind": "create"}
+                )
+            )
+        finally:
+            repo.close()
+        try:
+            os.rename(tmp, path)  # atomic: a KB is either fully there or not at all
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise AlreadyExists(f"a KB named {slug} already exists", slug=slug) from None
+        return version
+
+    def get(self, slug: str) -> tuple[KBRepo, Writer]:
+        """The open repository and writer of `slug`. Raises NotFound."""
+        with self._lock:
+            opened = self._open.get(slug)
+            if opened is None:
+                if not self.exists(slug):
+                    raise NotFound(f"KB {slug} does not exist", slug=slug)
+                repo = KBRepo(str(self.path(slug)))
+                opened = (repo, Writer(repo, fsync=self._fsync))
+                self._open[slug] = opened
+            return opened
+
+    def repo(self, slug: str) -> KBRepo:
+        return self.get(slug)[0]
+
+    def recover(self, slug: str) -> list[str]:
+        """Remove lock files a crashed writer left, holding the KB's flock so no live writer is hurt."""
+        path = self.path(slug)
+        fd = os.open(path / "kbserver.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                return recover_locks(str(path))
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        with self._lock:
+            for repo, _ in self._open.values():
+                repo.close()
+            self._open.clear()

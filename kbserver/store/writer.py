@@ -1,0 +1,289 @@
+"""The single writer of a KB: group commit, cross-process flock, compare-and-swap of main, fsync."""
+
+from __future__ import annotations
+
+import fcntl
+import glob
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dulwich.file import FileLocked
+from dulwich.object_store import commit_tree_changes
+from dulwich.objects import Blob, Commit, ObjectID, Tree
+from dulwich.refs import Ref
+
+from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, Unavailable
+from kbserver.core.paths import parent_dirs
+from kbserver.store.repo import MAIN, KBRepo, TreeView
+
+__all__ = ["CommitPlan", "Job", "Writer", "recover_locks"]
+
+log = logging.getLogger(__name__)
+
+_LOCK_WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class CommitPlan:
+    """What one write commits: new bytes per path (None deletes), message and metadata."""
+
+    changes: dict[str, bytes | None]
+    message: str
+    author: str
+    trailers: dict[str, str] = field(default_factory=dict)
+    result: object = None  # handed back to the caller untouched (e.g. per-file sha256s)
+
+
+# A job computes its plan from the files at the tip it is applied on; it may raise a KBError.
+Job = Callable[[TreeView], CommitPlan]
+
+
+@dataclass
+class _Pending:
+    job: Job
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: tuple[str, str | None, object] | None = None
+    error: BaseException | None = None
+
+
+def recover_locks(repo_path: str) -> list[str]:
+    """Remove `*.lock` files that a crashed writer left behind. Call only while holding the flock."""
+    removed = []
+    patterns = ("refs/**/*.lock", "objects/**/*.lock", "*.lock")
+    for pattern in patterns:
+        for lock in glob.glob(os.path.join(repo_path, pattern), recursive=True):
+            if os.path.basename(lock) == "kbserver.lock":
+                continue
+            os.remove(lock)
+            removed.append(lock)
+    if removed:
+        log.warning("removed stale lock files: %s", removed)
+    return removed
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Writer:
+    """Serialises the writes of one KB, within the process and across processes.
+
+    Callers block in `submit`. Whoever finds no writer active becomes the leader: it takes every
+    queued job, applies them one after another on the current head (each its own commit), flushes
+    all their objects with one round of fsync, and moves main once by compare-and-swap. If another
+    process moved main meanwhile, the batch is re-applied on the new head, so only real conflicts
+    (raised by the jobs themselves) ever reach a caller.
+    """
+
+    def __init__(self, repo: KBRepo, *, fsync: bool = True, max_batch: int = 64) -> None:
+        self._repo = repo
+        self._fsync = fsync
+        self._max_batch = max_batch
+        self._mutex = threading.Lock()
+        self._queue: list[_Pending] = []
+        self._leading = False
+        self._lockfile = os.path.join(repo.path, "kbserver.lock")
+        self.on_commit: list[Callable[[str], None]] = []
+
+    def submit(self, job: Job) -> tuple[str, str | None, object]:
+        """Apply `job` as one commit on main; returns (version, parent, plan.result)."""
+        pending = _Pending(job)
+        with self._mutex:
+            self._queue.append(pending)
+            lead = not self._leading
+            if lead:
+                self._leading = True
+        if lead:
+            self._lead()
+        pending.done.wait()
+        if pending.error is not None:
+            raise pending.error
+        assert pending.outcome is not None
+        return pending.outcome
+
+    def propose(self, job: Job, ref: str) -> tuple[str, str | None, object]:
+        """Commit `job` on the current head but point only `ref` (never main) at it.
+
+        Raises the job's KBError, or AlreadyExists when `ref` exists.
+        """
+        fd = os.open(self._lockfile, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                head = self._repo.head()
+                tip = self._repo.view(head)
+                plan = job(tip)
+                _check_plan(plan, tip if head else None)
+                commit, _, objects = self._make_commit(head, tip.tree_id, plan)
+                if self._fsync:
+                    self._flush(objects)
+                if not self._repo.git.refs.add_if_new(Ref(ref.encode()), ObjectID(commit.encode())):
+                    raise AlreadyExists(f"{ref} exists already", ref=ref)
+                return commit, head, plan.result
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    def _lead(self) -> None:
+        while True:
+            with self._mutex:
+                batch, self._queue = self._queue[: self._max_batch], self._queue[self._max_batch :]
+                if not batch:
+                    self._leading = False
+                    return
+            try:
+                self._run_batch(batch)
+            except BaseException as exc:  # a bug or I/O error: fail the whole batch, keep serving
+                log.exception("write batch failed")
+                for p in batch:
+                    if not p.done.is_set():
+                        p.error = exc
+                        p.done.set()
+
+    def _run_batch(self, batch: list[_Pending]) -> None:
+        fd = os.open(self._lockfile, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                self._commit_batch(batch)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+        for p in batch:
+            p.done.set()
+        head = self._repo.head()
+        if head is not None and any(p.outcome for p in batch):
+            for callback in self.on_commit:
+                callback(head)
+
+    def _commit_batch(self, batch: list[_Pending]) -> None:
+        deadline = time.monotonic() + _LOCK_WAIT_SECONDS
+        while True:
+            head = self._repo.head()
+            tip, tip_tree = head, self._repo.view(head).tree_id
+            written: list[bytes] = []
+            outcomes: list[tuple[_Pending, tuple[str, str | None, object] | None, KBError | None]] = []
+            for p in batch:
+                view = self._repo.tree_view(tip_tree, tip) if tip_tree else self._repo.view(None)
+                try:
+                    plan = p.job(view)
+                    _check_plan(plan, view if tip_tree else None)
+                except KBError as err:
+                    outcomes.append((p, None, err))
+                    continue
+                commit, tree_id, objects = self._make_commit(tip, tip_tree, plan)
+                written.extend(objects)
+                outcomes.append((p, (commit, tip, plan.result), None))
+                tip, tip_tree = commit, tree_id
+            if tip != head:
+                assert tip is not None
+                if self._fsync:
+                    self._flush(written)
+                if not self._move_main(head, tip):
+                    if time.monotonic() > deadline:
+                        raise Unavailable("the KB is busy; try again in a moment")
+                    time.sleep(0.01)
+                    continue  # another process moved main: re-apply the batch on its head
+            for p, outcome, failure in outcomes:
+                p.outcome, p.error = outcome, failure
+            return
+
+    def _make_commit(
+        self, parent: str | None, tree_id: bytes | None, plan: CommitPlan
+    ) -> tuple[str, bytes, list[bytes]]:
+        store = self._repo.git.object_store
+        objects: list[bytes] = []
+        entries: list[tuple[bytes, int | None, ObjectID | None]] = []
+        for path, data in plan.changes.items():
+            if data is None:
+                entries.append((path.encode(), None, None))
+            else:
+                blob = Blob.from_string(data)
+                store.add_object(blob)
+                objects.append(blob.id)
+                entries.append((path.encode(), 0o100644, blob.id))
+        # A fresh Tree object (mutated in place, never stored) is the base of a first commit.
+        base: ObjectID | Tree = ObjectID(tree_id) if tree_id is not None else Tree()
+        new_tree = commit_tree_changes(store, base, entries)
+        objects.append(new_tree)
+        view = self._repo.tree_view(new_tree, None)
+        folders = {d for path in plan.changes for d in parent_dirs(path)}
+        for folder in folders:  # the rewritten trees along the changed paths, for fsync
+            entry = view._entry(folder)
+            if entry is not None:
+                objects.append(entry[1])
+        commit = Commit()
+        commit.tree = new_tree
+        commit.parents = [ObjectID(parent.encode())] if parent else []
+        author = plan.author.encode()
+        commit.author = commit.committer = author
+        commit.author_time = commit.commit_time = int(time.time())
+        commit.author_timezone = commit.commit_timezone = 0
+        commit.encoding = b"UTF-8"
+        commit.message = _message(plan).encode()
+        store.add_object(commit)
+        objects.append(commit.id)
+        return commit.id.decode(), new_tree, objects
+
+    def _flush(self, objects: list[bytes]) -> None:
+        base = os.path.join(self._repo.path, "objects")
+        folders = set()
+        for sha in objects:
+            hexsha = sha.decode()
+            path = os.path.join(base, hexsha[:2], hexsha[2:])
+            if os.path.exists(path):  # objects already packed need nothing
+                _fsync(path)
+                folders.add(os.path.dirname(path))
+        for folder in folders:
+            _fsync(folder)
+
+    def _move_main(self, old: str | None, new: str) -> bool:
+        refs = self._repo.git.refs
+        for attempt in range(2):
+            try:
+                if old is None:
+                    ok = refs.add_if_new(MAIN, ObjectID(new.encode()))
+                else:
+                    ok = refs.set_if_equals(MAIN, ObjectID(old.encode()), ObjectID(new.encode()))
+            except FileLocked:
+                # We hold the flock, so no kbserver writer holds the ref lock: it is stale (a crash)
+                # or C git is writing. Remove stale locks once, then report contention.
+                if attempt == 0:
+                    recover_locks(self._repo.path)
+                    continue
+                return False
+            if ok:
+                _fsync(os.path.dirname(os.path.join(self._repo.path, MAIN.decode())))
+            return bool(ok)
+        return False
+
+
+def _message(plan: CommitPlan) -> str:
+    text = plan.message.strip() or "write"
+    if plan.trailers:
+        text += "\n\n" + "\n".join(f"{k}: {v}" for k, v in plan.trailers.items())
+    return text + "\n"
+
+
+def _check_plan(plan: CommitPlan, tip: TreeView | None) -> None:
+    """Last guard before git: never let a file replace a folder or a folder a file."""
+    for path, data in plan.changes.items():
+        if data is None:
+            if tip is None or tip.read(path) is None:
+                raise InvalidRequest(f"cannot delete {path}: there is no file there", path=path)
+            continue
+        if tip is not None and tip.is_dir(path):
+            raise InvalidRequest(f"{path} is a folder; choose another file name", path=path)
+        for folder in parent_dirs(path):
+            if (tip is not None and tip.read(folder) is not None) or folder in plan.changes:
+                raise InvalidRequest(f"{folder} is a file, so {path} cannot be created", path=path)
