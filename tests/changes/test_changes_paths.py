@@ -1,0 +1,115 @@
+"""Path rules as the write engine applies them: the contract's rules and git's .git aliases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from kbserver.changes import apply
+from kbserver.core.errors import InvalidRequest
+from kbserver.core.model import Create, Limits
+
+Make = Callable[..., Any]
+
+BAD_PATHS = [
+    "/etc/passwd",  # leading slash
+    "a\\b.md",  # backslash
+    "..",
+    "../a.md",
+    "a/../b.md",
+    "a/..",
+    ".",
+    "./a.md",
+    "a/./b.md",
+    "a//b.md",  # empty segment
+    "a/",  # trailing slash: empty segment
+    "a\x00b",  # control characters
+    "a\nb",
+    "a\tb",
+    "a\x7fb",
+    "a\x85b",  # C1 control
+    "a\u2028b",  # line separator
+    "x" * 1025,  # over 1024 bytes
+    "é" * 513,  # 1026 bytes in 513 characters
+    # .git in any case, and the names NTFS and HFS+ read as .git
+    ".git",
+    ".git/config",
+    "a/.git/hooks/x",
+    ".GIT",
+    ".Git/x",
+    ".git.",
+    ".git..",
+    ".git ",
+    ".git. .",
+    "git~1",
+    "GIT~1/config",
+    ".git:stream",
+    ".git::$INDEX_ALLOCATION",
+    ".git .:x",
+    "git~1:$DATA",
+    ".g\u200cit",
+    "\u200d.git",
+    ".gi\ufefft/config",
+    ".G\u200eI\u206aT",
+]
+
+GOOD_PATHS = [
+    "README.md",
+    "a/b/c.md",
+    "log/2026-11.md",
+    ".gitignore",
+    ".github/workflows/ci.yml",
+    "git/notes.md",
+    "a.git",
+    "x.git/y",
+    "git~1.md",
+    "git~2",
+    "...",
+    ".hidden",
+    "with space.md",
+    "trailing dot.",
+    "笔记/会议.md",
+    "emoji 🙂.md",
+    "x" * 1024,
+    "é" * 512,
+    "a:b.md",
+]
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+def test_bad_path_is_rejected(tree: Make, change: Make, path: str) -> None:
+    with pytest.raises(InvalidRequest) as info:
+        apply(tree(), [change(path=path, mode="create", content="x")], Limits())
+    assert info.value.details["path"] == path
+
+
+@pytest.mark.parametrize("path", BAD_PATHS)
+def test_bad_path_is_rejected_in_every_mode(tree: Make, change: Make, path: str) -> None:
+    with pytest.raises(InvalidRequest):
+        apply(tree({"ok.md": "x"}), [change(path=path, mode="delete")], Limits())
+
+
+@pytest.mark.parametrize("path", GOOD_PATHS)
+def test_good_path_is_accepted(tree: Make, change: Make, path: str) -> None:
+    [out] = apply(tree(), [change(path=path, mode="create", content="x")], Limits())
+    assert out.path == path
+
+
+def test_path_with_a_lone_surrogate(tree: Make) -> None:
+    # Request parsing already refuses it (Path has min_length); the engine copes anyway.
+    path = "lone\ud800surrogate"
+    with pytest.raises(InvalidRequest) as info:
+        apply(tree(), [Create.model_construct(path=path, mode="create", content="x")], Limits())
+    assert info.value.details == {"path": path}
+
+
+def test_a_bad_path_later_in_the_call_rejects_it_all(tree: Make, change: Make) -> None:
+    files = [
+        change(path="ok.md", mode="create", content="x"),
+        change(path=".GIT/x", mode="create", content="y"),
+    ]
+    with pytest.raises(InvalidRequest) as info:
+        apply(tree(), files, Limits())
+    assert info.value.details == {"path": ".GIT/x"}
