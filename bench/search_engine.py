@@ -1,0 +1,187 @@
+"""Benchmark kbserver.index (Whoosh) against SQLite FTS5 (unicode61 over pre-bigrammed text).
+
+    python bench/search_engine.py [--docs 10000] [--repeat 50]
+
+Both engines index the same deterministic corpus of mixed English/Chinese notes (15-40 words each)
+in the same run. Query times are for the top 10 plus the total count; Whoosh's also include
+snippets. Updates replace one document and commit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import itertools
+import random
+import shutil
+import sqlite3
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kbserver.index import SearchIndex
+from kbserver.index.analysis import terms
+
+_EN = (
+    "memory agent note user prefers tea meeting project deadline review branch merge commit deploy "
+    "server client request response cache token session schedule morning evening weekly report "
+    "design test failure retry queue worker index search query result version history change "
+    "file folder path document summary detail priority backlog sprint ticket release config"
+).split()
+_ZH = (
+    "用户 喜欢 项目 会议 提交 信息 版本 历史 修改 文件 目录 文档 摘要 细节 优先 任务 发布 配置 "
+    "记忆 笔记 代理 请求 响应 缓存 会话 日程 早上 晚上 每周 报告 设计 测试 失败 重试 队列 索引 "
+    "搜索 查询 结果 中文 编写 使用 团队 客户 服务 数据 系统 问题"
+).split()
+
+
+def corpus(n: int, seed: int = 42) -> list[tuple[str, str]]:
+    """`n` notes: half mostly English, half mostly Chinese; the query terms have fixed frequencies."""
+    rng = random.Random(seed)
+    docs = []
+    for i in range(n):
+        words: list[str] = []
+        chinese = i % 2 == 1
+        for _ in range(rng.randint(15, 40)):
+            if chinese:
+                words.append(rng.choice(_ZH) if rng.random() < 0.8 else rng.choice(_EN))
+            else:
+                words.append(rng.choice(_EN) if rng.random() < 0.9 else rng.choice(_ZH))
+        if rng.random() < 0.26:
+            words.insert(rng.randrange(len(words)), "git")  # frequent: ~26 % of notes
+        if rng.random() < 0.001:
+            words.insert(rng.randrange(len(words)), "zebra")  # rare: ~0.1 %
+        if rng.random() < 0.001:
+            words.insert(rng.randrange(len(words)), "咖啡")  # rare CJK word: ~0.1 %
+        body = words[0]
+        for prev, word in itertools.pairwise(words):
+            cjk = "\u4e00" <= prev[-1] <= "\u9fff" and "\u4e00" <= word[0] <= "\u9fff"
+            body += ("" if cjk else " ") + word  # Chinese runs have no spaces, English words do
+        if i % 5 == 0:
+            body = f"---\ntitle: note {i}\ntags: [{rng.choice(_EN)}, {rng.choice(_EN)}]\n---\n{body}"
+        docs.append((f"d{i % 100:03d}/note{i:06d}.md", body))
+    docs[n // 2] = (docs[n // 2][0], docs[n // 2][1] + " 用户喜欢喝美式咖啡")  # one doc with 美式咖啡
+    return docs
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _times(fn: Callable[[int], object], repeat: int) -> tuple[float, float]:
+    fn(-1)  # warm up
+    samples = []
+    for i in range(repeat):
+        t = time.perf_counter()
+        fn(i)
+        samples.append((time.perf_counter() - t) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[min(len(samples) - 1, int(len(samples) * 0.95))]
+
+
+def _ignoring_index(fn: Callable[[], object]) -> Callable[[int], object]:
+    return lambda _: fn()
+
+
+_QUERIES = {
+    "rare (zebra)": "zebra",
+    "CJK (咖啡)": "咖啡",
+    "CJK (美式咖啡)": "美式咖啡",
+    "frequent (git)": "git",
+}
+
+
+def bench_whoosh(docs: list[tuple[str, str]], folder: Path, repeat: int) -> dict[str, str]:
+    out: dict[str, str] = {}
+    ix = SearchIndex(folder)
+    t = time.perf_counter()
+    ix.rebuild("v0", docs)
+    out["build"] = f"{time.perf_counter() - t:.1f} s"
+    out["size"] = f"{_size(folder) / 1e6:.1f} MB"
+    ix.search("warm")
+    for label, text in _QUERIES.items():
+        total = ix.search(text).total
+        p50, p95 = _times(_ignoring_index(functools.partial(ix.search, text)), repeat)
+        out[label] = f"{p50:.1f} / {p95:.1f} ms ({total} hits)"
+    p50, p95 = _times(lambda i: ix.update(f"u{i}", {docs[i * 7][0]: docs[i * 7][1] + " edited"}, []), repeat)
+    out["update 1 doc"] = f"{p50:.1f} / {p95:.1f} ms"
+
+    def update_then_search(i: int) -> None:
+        ix.update(f"w{i}", {docs[i * 11][0]: docs[i * 11][1] + " again"}, [])
+        ix.search("zebra")
+
+    p50, p95 = _times(update_then_search, repeat)
+    out["update + next search"] = f"{p50:.1f} / {p95:.1f} ms"
+    ix.close()
+    return out
+
+
+def bench_fts5(docs: list[tuple[str, str]], folder: Path, repeat: int) -> dict[str, str]:
+    out: dict[str, str] = {}
+    db_path = folder / "fts.db"
+    db = sqlite3.connect(db_path)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=NORMAL")
+    db.execute("CREATE VIRTUAL TABLE docs USING fts5(path UNINDEXED, body, tokenize='unicode61')")
+    t = time.perf_counter()
+    with db:
+        db.executemany(
+            "INSERT INTO docs(rowid, path, body) VALUES (?, ?, ?)",
+            ((i, p, " ".join(terms(text))) for i, (p, text) in enumerate(docs)),
+        )
+    out["build"] = f"{time.perf_counter() - t:.1f} s"
+    db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    out["size"] = f"{_size(folder) / 1e6:.1f} MB"
+
+    def search(text: str) -> None:
+        match = '"' + " ".join(terms(text)) + '"'
+        db.execute("SELECT path FROM docs WHERE docs MATCH ? ORDER BY rank LIMIT 10", (match,)).fetchall()
+        db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (match,)).fetchone()
+
+    for label, text in _QUERIES.items():
+        match = '"' + " ".join(terms(text)) + '"'
+        total = db.execute("SELECT count(*) FROM docs WHERE docs MATCH ?", (match,)).fetchone()[0]
+        p50, p95 = _times(_ignoring_index(functools.partial(search, text)), repeat)
+        out[label] = f"{p50:.2f} / {p95:.2f} ms ({total} hits)"
+
+    def update(i: int) -> None:
+        rowid = i * 7 % len(docs)
+        path, text = docs[rowid]
+        with db:  # by rowid: FTS5 cannot look up its UNINDEXED path column without a full scan
+            db.execute("DELETE FROM docs WHERE rowid = ?", (rowid,))
+            db.execute(
+                "INSERT INTO docs(rowid, path, body) VALUES (?, ?, ?)",
+                (rowid, path, " ".join(terms(text + " edited"))),
+            )
+
+    p50, p95 = _times(update, repeat)
+    out["update 1 doc"] = f"{p50:.2f} / {p95:.2f} ms"
+    out["update + next search"] = "n/a (no reader to refresh)"
+    db.close()
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--docs", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=50, help="samples per timing")
+    args = parser.parse_args()
+    docs = corpus(args.docs)
+    tmp = Path(tempfile.mkdtemp(prefix="kb-bench-"))
+    try:
+        (tmp / "fts").mkdir()
+        whoosh = bench_whoosh(docs, tmp / "whoosh", args.repeat)
+        fts = bench_fts5(docs, tmp / "fts", args.repeat)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{args.docs} docs, {args.repeat} samples per timing, times p50 / p95\n")
+    print("| | kbserver.index (Whoosh, CJK bigrams) | SQLite FTS5 unicode61, pre-bigrammed |")
+    print("|---|---|---|")
+    for key in whoosh:
+        print(f"| {key} | {whoosh[key]} | {fts[key]} |")
+
+
+if __name__ == "__main__":
+    main()
