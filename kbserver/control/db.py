@@ -1,0 +1,336 @@
+"""SQLite access for the control plane: one connection per thread, WAL, short transactions."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from kbserver.core.model import Permission
+
+__all__ = ["AgentRow", "ControlPlane", "KBRow", "ProposalRow", "RunRow", "hash_token"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kbs (
+    slug TEXT PRIMARY KEY,
+    description TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    limits TEXT NOT NULL DEFAULT '{}'
+);
+CREATE TABLE IF NOT EXISTS agents (
+    name TEXT PRIMARY KEY,
+    token_hash TEXT NOT NULL UNIQUE,
+    parent TEXT,
+    tools TEXT NOT NULL DEFAULT 'context',
+    auto_record INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS links (
+    agent TEXT NOT NULL REFERENCES agents(name) ON DELETE CASCADE,
+    slug TEXT NOT NULL,
+    permission TEXT NOT NULL CHECK (permission IN ('read', 'read_write', 'read_write_ask')),
+    PRIMARY KEY (agent, slug)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id TEXT PRIMARY KEY,
+    agent TEXT NOT NULL,
+    created REAL NOT NULL,
+    expires REAL NOT NULL,
+    interactive INTEGER NOT NULL DEFAULT 0,
+    mounts TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_expires ON runs(expires);
+CREATE TABLE IF NOT EXISTS proposals (
+    id TEXT PRIMARY KEY,
+    slug TEXT NOT NULL,
+    agent TEXT NOT NULL,
+    run_id TEXT,
+    created REAL NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+    base TEXT,
+    ref_commit TEXT NOT NULL,
+    request TEXT NOT NULL,
+    reason TEXT,
+    decided_by TEXT,
+    decided REAL,
+    version TEXT
+);
+CREATE INDEX IF NOT EXISTS proposals_slug ON proposals(slug, status, created);
+"""
+
+
+def hash_token(token: str) -> str:
+    """Tokens are random 256-bit secrets, so a plain SHA-256 is a safe, fast lookup key."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KBRow:
+    slug: str
+    description: str
+    created: float
+    limits: dict[str, int]
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    name: str
+    parent: str | None
+    tools: tuple[str, ...]
+    auto_record: bool
+    created: float
+    links: dict[str, Permission]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    agent: str
+    created: float
+    expires: float
+    interactive: bool
+    mounts: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ProposalRow:
+    id: str
+    slug: str
+    agent: str
+    run_id: str | None
+    created: float
+    status: str
+    base: str | None
+    ref_commit: str
+    request: dict[str, Any]
+    reason: str | None
+    decided_by: str | None
+    decided: float | None
+    version: str | None
+
+
+class ControlPlane:
+    """The control database. Safe to share between threads and between processes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._local = threading.local()
+        self._db().executescript(_SCHEMA)  # idempotent (IF NOT EXISTS); executescript commits itself
+
+    def _db(self) -> sqlite3.Connection:
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            db.execute("PRAGMA foreign_keys=ON")
+            self._local.db = db
+        return db
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        db = self._db()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def integrity_errors(self) -> list[str]:
+        rows = self._db().execute("PRAGMA integrity_check").fetchall()
+        problems = [r[0] for r in rows if r[0] != "ok"]
+        problems += [f"foreign key: {tuple(r)}" for r in self._db().execute("PRAGMA foreign_key_check")]
+        return problems
+
+    # -- KBs ----------------------------------------------------------------------------------------
+    def add_kb(self, slug: str, description: str) -> bool:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO kbs (slug, description, created) VALUES (?, ?, ?)",
+                (slug, description, time.time()),
+            )
+            return cur.rowcount == 1
+
+    def kb(self, slug: str) -> KBRow | None:
+        row = self._db().execute("SELECT * FROM kbs WHERE slug = ?", (slug,)).fetchone()
+        return _kb(row) if row else None
+
+    def kbs(self) -> list[KBRow]:
+        return [_kb(r) for r in self._db().execute("SELECT * FROM kbs ORDER BY slug")]
+
+    def set_limits(self, slug: str, limits: dict[str, int]) -> None:
+        with self._tx() as db:
+            db.execute("UPDATE kbs SET limits = ? WHERE slug = ?", (json.dumps(limits), slug))
+
+    # -- agents -------------------------------------------------------------------------------------
+    def add_agent(
+        self, name: str, token: str, parent: str | None, tools: tuple[str, ...], auto_record: bool
+    ) -> bool:
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO agents (name, token_hash, parent, tools, auto_record, created)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (name, hash_token(token), parent, ",".join(tools), int(auto_record), time.time()),
+            )
+            return cur.rowcount == 1
+
+    def set_token(self, name: str, token: str) -> bool:
+        with self._tx() as db:
+            cur = db.execute("UPDATE agents SET token_hash = ? WHERE name = ?", (hash_token(token), name))
+            return cur.rowcount == 1
+
+    def delete_agent(self, name: str) -> bool:
+        with self._tx() as db:
+            db.execute("DELETE FROM links WHERE agent = ?", (name,))
+            return db.execute("DELETE FROM agents WHERE name = ?", (name,)).rowcount == 1
+
+    def agent(self, name: str) -> AgentRow | None:
+        row = self._db().execute("SELECT * FROM agents WHERE name = ?", (name,)).fetchone()
+        return self._agent(row) if row else None
+
+    def agent_by_token(self, token: str) -> AgentRow | None:
+        row = self._db().execute("SELECT * FROM agents WHERE token_hash = ?", (hash_token(token),)).fetchone()
+        return self._agent(row) if row else None
+
+    def agents(self) -> list[AgentRow]:
+        return [self._agent(r) for r in self._db().execute("SELECT * FROM agents ORDER BY name")]
+
+    def _agent(self, row: sqlite3.Row) -> AgentRow:
+        links = {
+            r["slug"]: cast(Permission, r["permission"])
+            for r in self._db().execute("SELECT slug, permission FROM links WHERE agent = ?", (row["name"],))
+        }
+        return AgentRow(
+            name=row["name"],
+            parent=row["parent"],
+            tools=tuple(t for t in row["tools"].split(",") if t),
+            auto_record=bool(row["auto_record"]),
+            created=row["created"],
+            links=links,
+        )
+
+    def link(self, agent: str, slug: str, permission: Permission) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO links (agent, slug, permission) VALUES (?, ?, ?)"
+                " ON CONFLICT(agent, slug) DO UPDATE SET permission = excluded.permission",
+                (agent, slug, permission),
+            )
+
+    def unlink(self, agent: str, slug: str) -> bool:
+        with self._tx() as db:
+            return db.execute("DELETE FROM links WHERE agent = ? AND slug = ?", (agent, slug)).rowcount == 1
+
+    # -- runs ---------------------------------------------------------------------------------------
+    def add_run(self, run: RunRow) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM runs WHERE expires < ?", (time.time(),))  # cleanup needs no cron
+            db.execute(
+                "INSERT INTO runs (id, agent, created, expires, interactive, mounts)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (run.id, run.agent, run.created, run.expires, int(run.interactive), json.dumps(run.mounts)),
+            )
+
+    def run(self, run_id: str) -> RunRow | None:
+        row = self._db().execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            return None
+        return RunRow(
+            id=row["id"],
+            agent=row["agent"],
+            created=row["created"],
+            expires=row["expires"],
+            interactive=bool(row["interactive"]),
+            mounts=json.loads(row["mounts"]),
+        )
+
+    # -- proposals ----------------------------------------------------------------------------------
+    def add_proposal(self, p: ProposalRow) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO proposals (id, slug, agent, run_id, created, status, base, ref_commit, request)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    p.id,
+                    p.slug,
+                    p.agent,
+                    p.run_id,
+                    p.created,
+                    p.status,
+                    p.base,
+                    p.ref_commit,
+                    json.dumps(p.request),
+                ),
+            )
+
+    def proposal(self, slug: str, proposal_id: str) -> ProposalRow | None:
+        row = (
+            self._db()
+            .execute("SELECT * FROM proposals WHERE slug = ? AND id = ?", (slug, proposal_id))
+            .fetchone()
+        )
+        return _proposal(row) if row else None
+
+    def proposals(self, slug: str, status: str | None) -> list[ProposalRow]:
+        sql, args = "SELECT * FROM proposals WHERE slug = ?", [slug]
+        if status:
+            sql += " AND status = ?"
+            args.append(status)
+        return [_proposal(r) for r in self._db().execute(sql + " ORDER BY created DESC, id", args)]
+
+    def decide_proposal(
+        self, slug: str, proposal_id: str, status: str, by: str, reason: str | None, version: str | None
+    ) -> bool:
+        """Move a pending proposal to approved/rejected; False if it was no longer pending."""
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE proposals SET status = ?, decided_by = ?, decided = ?, reason = ?, version = ?"
+                " WHERE slug = ? AND id = ? AND status = 'pending'",
+                (status, by, time.time(), reason, version, slug, proposal_id),
+            )
+            return cur.rowcount == 1
+
+    def note_proposal(self, slug: str, proposal_id: str, reason: str) -> None:
+        """Record why an approval failed; the proposal stays pending."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE proposals SET reason = ? WHERE slug = ? AND id = ?", (reason, slug, proposal_id)
+            )
+
+
+def _kb(row: sqlite3.Row) -> KBRow:
+    return KBRow(row["slug"], row["description"], row["created"], json.loads(row["limits"]))
+
+
+def _proposal(row: sqlite3.Row) -> ProposalRow:
+    return ProposalRow(
+        id=row["id"],
+        slug=row["slug"],
+        agent=row["agent"],
+        run_id=row["run_id"],
+        created=row["created"],
+        status=row["status"],
+        base=row["base"],
+        ref_commit=row["ref_commit"],
+        request=json.loads(row["request"]),
+        reason=row["reason"],
+        decided_by=row["decided_by"],
+        decided=row["decided"],
+        version=row["version"],
+    )
