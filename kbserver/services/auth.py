@@ -1,0 +1,61 @@
+"""Who is calling, and what they may do with a KB."""
+
+from __future__ import annotations
+
+import hmac
+
+from kbserver.core.errors import Forbidden, NotFound, Unauthorized
+from kbserver.core.model import Caller, Permission
+from kbserver.services.context import Services
+
+__all__ = ["ADMIN", "authenticate", "caller_for", "permission", "require_read", "require_write"]
+
+ADMIN = Caller(name="admin", is_admin=True)
+
+
+def authenticate(services: Services, token: str | None, admin_token: str) -> Caller:
+    """The caller behind a bearer token. Raises Unauthorized."""
+    if not token:
+        raise Unauthorized("send Authorization: Bearer TOKEN (an agent token or the admin token)")
+    if hmac.compare_digest(token.encode(), admin_token.encode()):
+        return ADMIN
+    row = services.control.agent_by_token(token)
+    if row is None:
+        raise Unauthorized("unknown token; ask an admin for a valid one")
+    return Caller(
+        name=row.name, links=row.links, tools=row.tools, parent=row.parent, auto_record=row.auto_record
+    )
+
+
+def caller_for(services: Services, agent: str) -> Caller:
+    """The caller for a named agent (stdio MCP, CLI). Raises NotFound."""
+    row = services.control.agent(agent)
+    if row is None:
+        raise NotFound(f"agent {agent} does not exist; create it with `kbserver agent create {agent}`")
+    return Caller(
+        name=row.name, links=row.links, tools=row.tools, parent=row.parent, auto_record=row.auto_record
+    )
+
+
+def permission(caller: Caller, slug: str) -> str | None:
+    """`admin`, the agent's link permission, or None when the KB is not visible to the caller."""
+    if caller.is_admin:
+        return "admin"
+    return caller.links.get(slug)
+
+
+def require_read(services: Services, caller: Caller, slug: str) -> None:
+    """Raises NotFound unless the KB exists and the caller may see it (never revealing which)."""
+    if permission(caller, slug) is None or not services.repos.exists(slug):
+        raise NotFound(f"KB {slug} does not exist or is not visible to you", slug=slug)
+
+
+def require_write(services: Services, caller: Caller, slug: str) -> Permission | None:
+    """The caller's write permission (None for the admin). Raises NotFound or Forbidden."""
+    require_read(services, caller, slug)
+    if caller.is_admin:
+        return None
+    perm = caller.links[slug]
+    if perm == "read":
+        raise Forbidden(f"you have read-only access to KB {slug}; ask an admin for read_write", slug=slug)
+    return perm

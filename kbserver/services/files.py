@@ -1,0 +1,123 @@
+"""Use cases of files: list a version's files, read one file."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+from kbserver.core.errors import InvalidRequest, NotFound
+from kbserver.core.model import Caller, FileEntry
+from kbserver.core.paths import check_path
+from kbserver.services.auth import require_read
+from kbserver.services.context import Services
+
+__all__ = ["archive", "export", "list_at", "listing", "read", "read_at"]
+
+
+def list_at(services: Services, slug: str, version: str | None, prefix: str = "") -> dict[str, object]:
+    """`{version, files: [{path, size, sha256}]}` at `version` (the head when None), sorted by path.
+
+    Raises InvalidRequest or NotFound for a bad version.
+    """
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(version)
+    files: list[FileEntry] = []
+    for path, blob in repo.view(resolved).walk(prefix or ""):
+        size, sha256 = repo.digest(blob)
+        files.append(FileEntry(path=path, size=size, sha256=sha256))
+    return {"version": resolved, "files": [f.model_dump() for f in files]}
+
+
+def read_at(services: Services, slug: str, path: str, version: str | None) -> dict[str, object]:
+    """`{path, content, sha256, version}` of one file. Raises InvalidRequest or NotFound."""
+    check_path(path)
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(version)
+    view = repo.view(resolved)
+    blob = view.blob_id(path)
+    if blob is None:
+        where = f"at version {resolved}" if version else "in this KB"
+        raise NotFound(f"no file {path} {where}; list the files to see what exists", path=path)
+    data = view.read(path)
+    assert data is not None
+    _, sha256 = repo.digest(blob.encode())
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidRequest(
+            f"{path} is not UTF-8 text and cannot be returned as content", path=path
+        ) from None
+    return {"path": path, "content": content, "sha256": sha256, "version": resolved}
+
+
+def listing(
+    services: Services, caller: Caller, slug: str, prefix: str = "", version: str | None = None
+) -> dict[str, object]:
+    """list_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
+    require_read(services, caller, slug)
+    return list_at(services, slug, version, prefix)
+
+
+def read(
+    services: Services, caller: Caller, slug: str, path: str, version: str | None = None
+) -> dict[str, object]:
+    """read_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
+    require_read(services, caller, slug)
+    return read_at(services, slug, path, version)
+
+
+def export(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    folder: Path,
+    version: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, object]:
+    """Write a read-only copy of `version` into `folder` (missing or empty).
+
+    Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(version)
+    if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
+        raise InvalidRequest(f"{folder} must be a missing or empty folder", folder=str(folder))
+    folder.mkdir(parents=True, exist_ok=True)
+    view = repo.view(resolved)
+    entries = list(view.walk())
+    folders: set[Path] = set()
+    for done, (path, blob) in enumerate(entries, 1):
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        folders.update(p for p in target.parents if folder in p.parents)
+        target.write_bytes(repo.object(blob).as_raw_string())
+        target.chmod(0o444)
+        if progress:
+            progress(done, len(entries))
+    for d in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+        d.chmod(0o555)
+    folder.chmod(0o555)
+    return {"slug": slug, "version": resolved, "files": len(entries), "folder": str(folder)}
+
+
+def archive(
+    services: Services, caller: Caller, slug: str, version: str | None = None
+) -> tuple[str | None, bytes]:
+    """A tar.gz of the files at `version` under `{slug}/`. Raises NotFound, InvalidRequest."""
+    require_read(services, caller, slug)
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(version)
+    out = io.BytesIO()
+    mtime = 0
+    if resolved:
+        mtime = int(repo.get(resolved.encode()).commit_time)  # type: ignore[attr-defined]
+    with tarfile.open(fileobj=out, mode="w:gz") as tar:
+        for path, blob in repo.view(resolved).walk():
+            data = repo.object(blob).as_raw_string()
+            member = tarfile.TarInfo(f"{slug}/{path}")
+            member.size, member.mode, member.mtime = len(data), 0o444, mtime
+            tar.addfile(member, io.BytesIO(data))
+    return resolved, out.getvalue()

@@ -1,0 +1,188 @@
+"""Ask before write: proposals of `read_write_ask` agents, and their approval or rejection."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+from kbserver.changes import apply
+from kbserver.control import ProposalRow
+from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound
+from kbserver.core.model import Caller, WriteRequest
+from kbserver.services.auth import require_read
+from kbserver.services.commits import commit, summary
+from kbserver.services.context import Services
+from kbserver.store import CommitPlan, TreeView
+
+__all__ = ["approve", "get", "listing", "propose", "reject"]
+
+_STATUSES = ("pending", "approved", "rejected")
+_deciding = threading.Lock()  # one decision at a time, so a proposal is never applied twice
+
+
+def propose(
+    services: Services, caller: Caller, slug: str, req: WriteRequest, run_id: str
+) -> dict[str, object]:
+    """Validate `req` exactly like a write and keep it on refs/proposals/{id}. Raises like a write."""
+    proposal_id = "prop_" + secrets.token_hex(8)
+    limits = services.limits(slug)
+    _, writer = services.repos.get(slug)
+    subject = req.message.strip() if req.message and req.message.strip() else None
+
+    def job(tip: TreeView) -> CommitPlan:
+        applied = apply(tip, req.files, limits)
+        paths = [a.path for a in applied]
+        return CommitPlan(
+            {a.path: a.content for a in applied},
+            subject or f"proposal: {summary(paths)}",
+            f"{caller.actor} <{caller.name}@kbserver.invalid>",
+            {"Kb-Actor": caller.actor, "Kb-Kind": "proposal", "Kb-Run": run_id, "Kb-Proposal": proposal_id},
+        )
+
+    ref_commit, base, _ = writer.propose(job, f"refs/proposals/{proposal_id}")
+    services.control.add_proposal(
+        ProposalRow(
+            id=proposal_id,
+            slug=slug,
+            agent=caller.name,
+            run_id=run_id,
+            created=time.time(),
+            status="pending",
+            base=base,
+            ref_commit=ref_commit,
+            request=req.model_dump(mode="json", exclude_none=True),
+            reason=None,
+            decided_by=None,
+            decided=None,
+            version=None,
+        )
+    )
+    return {"proposal": {"id": proposal_id, "status": "pending"}}
+
+
+def _iso(ts: float | None) -> str | None:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts is not None else None
+
+
+def _render(services: Services, p: ProposalRow, with_diff: bool) -> dict[str, object]:
+    req = WriteRequest.model_validate(p.request)
+    out: dict[str, object] = {
+        "id": p.id,
+        "agent": p.agent,
+        "created": _iso(p.created),
+        "status": p.status,
+        "files": [{"path": f.path, "mode": f.mode} for f in req.files],
+        "message": req.message,
+        "run": p.run_id,
+        "base": p.base,
+        "reason": p.reason,
+        "decided_by": p.decided_by,
+        "decided": _iso(p.decided),
+        "version": p.version,
+    }
+    if with_diff and p.status == "pending":
+        out.update(_diff_against_head(services, p.slug, req))
+    return out
+
+
+def _diff_against_head(services: Services, slug: str, req: WriteRequest) -> dict[str, object]:
+    """What approving now would change, or why it would be refused."""
+    repo = services.repos.repo(slug)
+    head = repo.head()
+    tip = repo.view(head)
+    try:
+        applied = apply(tip, req.files, services.limits(slug))
+    except KBError as err:
+        return {"diff": [], "conflict": err.to_dict()}
+    diff = []
+    for a in applied:
+        old = tip.read(a.path)
+        new = a.content
+        change = "added" if old is None else "deleted" if new is None else "modified"
+        diff.append({"path": a.path, "change": change, "patch": repo.text_patch(a.path, old, new)})
+    return {"diff": diff, "conflict": None}
+
+
+def _row(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:
+    require_read(services, caller, slug)
+    p = services.control.proposal(slug, proposal_id) if isinstance(proposal_id, str) else None
+    if p is None or (not caller.is_admin and p.agent != caller.name):
+        raise NotFound(f"proposal {proposal_id} does not exist in KB {slug}", proposal=proposal_id)
+    return p
+
+
+def listing(services: Services, caller: Caller, slug: str, status: str | None = None) -> dict[str, object]:
+    """Proposals of a KB (an agent sees its own), newest first. Raises NotFound, InvalidRequest."""
+    require_read(services, caller, slug)
+    if status is not None and status not in _STATUSES:
+        raise InvalidRequest("status must be pending, approved or rejected", status=status)
+    rows = services.control.proposals(slug, status)
+    if not caller.is_admin:
+        rows = [p for p in rows if p.agent == caller.name]
+    return {"proposals": [_render(services, p, with_diff=True) for p in rows]}
+
+
+def get(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
+    """One proposal with its diff against the head and the reason of a rejection. Raises NotFound."""
+    return _render(services, _row(services, caller, slug, proposal_id), with_diff=True)
+
+
+def _decidable(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:
+    if not caller.is_admin:
+        require_read(services, caller, slug)
+        raise Forbidden("only the admin can approve or reject proposals")
+    p = _row(services, caller, slug, proposal_id)
+    if p.status != "pending":
+        raise InvalidRequest(
+            f"proposal {proposal_id} is already {p.status}", proposal=proposal_id, status=p.status
+        )
+    return p
+
+
+def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
+    """Re-apply the proposal on the current head as one `approval` version.
+
+    A proposal that went stale is refused with the write's error and stays pending with the reason.
+    Raises Forbidden, NotFound, InvalidRequest and every error of `changes.apply`.
+    """
+    with _deciding:
+        return _approve(services, caller, slug, proposal_id)
+
+
+def _approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
+    p = _decidable(services, caller, slug, proposal_id)
+    req = WriteRequest.model_validate(p.request)
+    limits = services.limits(slug)
+    agent = services.control.agent(p.agent)
+    author = Caller(name=p.agent) if agent is not None else caller
+    try:
+        result = commit(
+            services,
+            caller,
+            slug,
+            lambda tip: apply(tip, req.files, limits),
+            kind="approval",
+            message=req.message,
+            run_id=p.run_id,
+            default_subject="approved agent write",
+            trailers={"Kb-Proposal": p.id, "Kb-Approver": caller.actor},
+            author=author,
+        )
+    except KBError as err:
+        services.control.note_proposal(slug, p.id, f"{err.code}: {err.message}")
+        raise
+    if not services.control.decide_proposal(slug, p.id, "approved", caller.actor, None, result.version):
+        raise InvalidRequest(f"proposal {proposal_id} was decided meanwhile", proposal=proposal_id)
+    return {"version": result.version, "status": "approved", "id": p.id}
+
+
+def reject(
+    services: Services, caller: Caller, slug: str, proposal_id: str, reason: str | None = None
+) -> dict[str, object]:
+    """Reject a pending proposal with an optional reason the agent can read. Raises like approve."""
+    with _deciding:
+        p = _decidable(services, caller, slug, proposal_id)
+    if not services.control.decide_proposal(slug, p.id, "rejected", caller.actor, reason, None):
+        raise InvalidRequest(f"proposal {proposal_id} was decided meanwhile", proposal=proposal_id)
+    return {"status": "rejected", "id": p.id}

@@ -1,0 +1,76 @@
+"""Runs: a snapshot of the KBs an agent can read, pinned when the run starts; reads through it."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from kbserver.control import RunRow
+from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
+from kbserver.core.model import Caller
+from kbserver.services.auth import require_read
+from kbserver.services.context import Services
+from kbserver.services.files import list_at, read_at
+
+__all__ = ["list_files", "owned_run", "read_file", "start"]
+
+
+def start(
+    services: Services, caller: Caller, kbs: list[str] | None = None, interactive: bool = False
+) -> dict[str, object]:
+    """Pin the head of each KB the agent can read (or of `kbs`). Raises Forbidden, NotFound."""
+    if caller.is_admin:
+        raise Forbidden("runs belong to agents; call POST /runs with an agent's token")
+    if kbs is not None:
+        if len(set(kbs)) != len(kbs):
+            raise InvalidRequest("kbs lists a KB twice")
+        for slug in kbs:
+            require_read(services, caller, slug)
+        slugs = kbs
+    else:
+        slugs = [s for s in caller.links if services.repos.exists(s)]
+    mounts = {slug: services.repos.repo(slug).head() or "" for slug in sorted(slugs)}
+    now = time.time()
+    run = RunRow(
+        id="run_" + secrets.token_hex(12),
+        agent=caller.name,
+        created=now,
+        expires=now + services.options.run_ttl_seconds,
+        interactive=interactive,
+        mounts=mounts,
+    )
+    services.control.add_run(run)
+    return {"id": run.id, "mounts": mounts, "interactive": interactive, "expires": _iso(run.expires)}
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:
+    """The caller's live run. Raises NotFound for unknown, expired or someone else's runs."""
+    run = services.control.run(run_id) if isinstance(run_id, str) else None
+    if run is None or run.agent != caller.name or caller.is_admin or run.expires < time.time():
+        raise NotFound(f"run {run_id} does not exist or has expired; start a new run", run_id=run_id)
+    return run
+
+
+def _mounted(services: Services, caller: Caller, run_id: str, slug: str) -> str:
+    run = owned_run(services, caller, run_id)
+    version = run.mounts.get(slug)
+    if version is None:
+        raise NotFound(f"run {run_id} has no KB {slug} mounted", slug=slug)
+    require_read(services, caller, slug)
+    return version
+
+
+def list_files(
+    services: Services, caller: Caller, run_id: str, slug: str, prefix: str = ""
+) -> dict[str, object]:
+    """The files of `slug` at the run's pinned version. Raises NotFound."""
+    return list_at(services, slug, _mounted(services, caller, run_id, slug), prefix)
+
+
+def read_file(services: Services, caller: Caller, run_id: str, slug: str, path: str) -> dict[str, object]:
+    """One file of `slug` at the run's pinned version. Raises NotFound, InvalidRequest."""
+    return read_at(services, slug, path, _mounted(services, caller, run_id, slug))

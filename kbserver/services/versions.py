@@ -1,0 +1,122 @@
+"""Versions: history newest first, one version with its diff, and revert to a version."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from kbserver.changes import Applied, sha256_hex
+from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
+from kbserver.core.model import Caller, VersionInfo, WriteResult
+from kbserver.core.paths import check_path
+from kbserver.services.auth import require_read, require_write
+from kbserver.services.commits import commit
+from kbserver.services.context import Services
+from kbserver.store import KBRepo, TreeView
+
+__all__ = ["MAX_LIMIT", "get", "info", "listing", "revert"]
+
+MAX_LIMIT = 200
+
+
+def info(repo: KBRepo, version: str) -> VersionInfo:
+    """A version as the API shows it: who, what kind, which paths, which run."""
+    c = repo.commit_info(version)
+    subject = c.message.split("\n", 1)[0]
+    kind = c.trailers.get("Kb-Kind") or ("create" if c.parent is None else "human_edit")
+    return VersionInfo(
+        version=version,
+        parent=c.parent,
+        author=c.trailers.get("Kb-Actor") or c.author,
+        kind=kind,
+        message=subject,
+        time=c.time,
+        paths=[ch.path for ch in repo.changes(c.parent, version)],
+        run=c.trailers.get("Kb-Run"),
+    )
+
+
+def listing(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    path: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> dict[str, object]:
+    """`{versions, next_cursor}` newest first; `path` keeps the versions that changed it.
+
+    `cursor` is the `next_cursor` of the previous page. Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
+    if path is not None:
+        check_path(path)
+    repo = services.repos.repo(slug)
+    start = repo.resolve(cursor) if cursor else repo.head()
+    if start is None:
+        return {"versions": [], "next_cursor": None}
+    walk = repo.path_history(start, path) if path else repo.first_parents(start)
+    page = list(islice(walk, limit + 1))
+    more = page[limit] if len(page) > limit else None
+    return {
+        "versions": [info(repo, v).model_dump() for v in page[:limit]],
+        "next_cursor": more,
+    }
+
+
+def get(services: Services, caller: Caller, slug: str, version: str) -> dict[str, object]:
+    """One version plus `diff: [{path, change, patch}]` against its parent.
+
+    Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(version)
+    assert resolved is not None
+    out: dict[str, object] = info(repo, resolved).model_dump()
+    out["diff"] = [
+        {"path": ch.path, "change": ch.change, "patch": repo.patch(ch)}
+        for ch in repo.changes(repo.commit_info(resolved).parent, resolved)
+    ]
+    return out
+
+
+def revert(
+    services: Services, caller: Caller, slug: str, version: str, message: str | None = None
+) -> WriteResult:
+    """A new version whose files equal those of `version`; history is kept.
+
+    Raises NotFound, Forbidden, InvalidRequest (nothing to revert), ApprovalUnavailable.
+    """
+    permission = require_write(services, caller, slug)
+    if permission == "read_write_ask":
+        raise ApprovalUnavailable("reverts need read_write; ask an admin to revert", slug=slug)
+    repo = services.repos.repo(slug)
+    target = repo.resolve(version)
+    assert target is not None
+    target_view = repo.view(target)
+
+    def job(tip: TreeView) -> list[Applied]:
+        assert tip.tree_id is not None and target_view.tree_id is not None
+        applied = []
+        for ch in repo.tree_changes(tip.tree_id, target_view.tree_id):
+            data = target_view.read(ch.path) if ch.change != "deleted" else None
+            mode = "delete" if data is None else "create" if ch.change == "added" else "overwrite"
+            applied.append(Applied(ch.path, mode, data, sha256_hex(data) if data is not None else None))
+        if not applied:
+            raise InvalidRequest(
+                f"the files already equal version {target}; nothing to revert", version=target
+            )
+        return applied
+
+    return commit(
+        services,
+        caller,
+        slug,
+        job,
+        kind="revert",
+        message=message or f"revert to {target[:12]}",
+        run_id=None,
+        default_subject="revert",
+    )

@@ -1,0 +1,52 @@
+"""The write use case: permission, runs, proposals, then one commit through the KB's writer."""
+
+from __future__ import annotations
+
+from kbserver.changes import apply
+from kbserver.core.errors import ApprovalUnavailable, Forbidden
+from kbserver.core.model import Caller, WriteRequest, WriteResult
+from kbserver.services.auth import require_write
+from kbserver.services.commits import commit
+from kbserver.services.context import Services
+from kbserver.services.proposals import propose
+from kbserver.services.runs import owned_run
+
+__all__ = ["submit"]
+
+
+def submit(
+    services: Services, caller: Caller, slug: str, req: WriteRequest
+) -> WriteResult | dict[str, object]:
+    """A write: a new version, or for a `read_write_ask` agent a pending proposal.
+
+    Raises NotFound, Forbidden, ApprovalUnavailable and every error of `changes.apply`.
+    """
+    permission = require_write(services, caller, slug)
+    run = None
+    if req.run_id is not None:
+        run = owned_run(services, caller, req.run_id)
+        if slug not in run.mounts:
+            raise Forbidden(
+                f"run {req.run_id} did not mount KB {slug}; start a run that includes it", slug=slug
+            )
+    limits = services.limits(slug)
+    if permission == "read_write_ask":
+        if run is None or not run.interactive:
+            raise ApprovalUnavailable(
+                f"your writes to {slug} need an admin's approval, which is only possible inside an "
+                'interactive run; start one with POST /runs {"interactive": true} and pass its run_id',
+                slug=slug,
+            )
+        return propose(services, caller, slug, req, run.id)
+    kind = "human_edit" if caller.is_admin else "agent_write"
+    subject = "human edit" if caller.is_admin else "agent write"
+    return commit(
+        services,
+        caller,
+        slug,
+        lambda tip: apply(tip, req.files, limits),
+        kind=kind,
+        message=req.message,
+        run_id=req.run_id,
+        default_subject=subject,
+    )
