@@ -1,0 +1,111 @@
+"""Observability of the HTTP edge: JSON access logs and Prometheus metrics."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+__all__ = ["Metrics", "ObserveMiddleware", "metrics_endpoint"]
+
+access_log = logging.getLogger("kbserver.access")
+
+
+class Metrics:
+    """The server's Prometheus metrics, in a registry of its own (one per app)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "kbserver_http_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
+        )
+        self.latency = Histogram(
+            "kbserver_http_request_seconds",
+            "HTTP request latency",
+            ["method", "route"],
+            registry=self.registry,
+        )
+        self.write_latency = Histogram(
+            "kbserver_write_seconds",
+            "latency of accepted writes (HTTP)",
+            registry=self.registry,
+            buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
+        )
+        self.commits = Counter("kbserver_commits", "versions created", ["kb"], registry=self.registry)
+
+
+def _route_name(app: Any, scope: Scope) -> str:
+    for route in getattr(app, "routes", []):
+        match, child = route.matches(scope)
+        if match == Match.FULL:
+            inner = getattr(route, "app", None)
+            path = getattr(route, "path", "")
+            if inner is not None and hasattr(inner, "routes"):
+                sub = dict(scope, **child)
+                sub["root_path"] = scope.get("root_path", "") + path
+                sub["path"] = scope["path"][len(path) :] if scope["path"].startswith(path) else scope["path"]
+                return path + _route_name(inner, sub)
+            return path or "/"
+    return "unmatched"
+
+
+class ObserveMiddleware:
+    """Logs one JSON line per request and counts it; never changes the response."""
+
+    def __init__(self, app: ASGIApp, metrics: Metrics, router: Any) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.router = router
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            elapsed = time.perf_counter() - start
+            route = _route_name(self.router, scope)
+            method = scope["method"]
+            self.metrics.requests.labels(method, route, str(status)).inc()
+            self.metrics.latency.labels(method, route).observe(elapsed)
+            if method == "POST" and route.endswith("/write") and status in (200, 202):
+                self.metrics.write_latency.observe(elapsed)
+            state = scope.get("state", {})
+            access_log.info(
+                json.dumps(
+                    {
+                        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                        "method": method,
+                        "path": scope["path"],
+                        "route": route,
+                        "status": status,
+                        "ms": round(elapsed * 1000, 2),
+                        "caller": state.get("caller"),
+                        "error": state.get("error_code"),
+                    },
+                    ensure_ascii=False,
+                )
+            )
+
+
+async def metrics_endpoint(request: Request) -> Response:
+    metrics: Metrics = request.app.state.metrics
+    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,355 @@
+"""The /api/v1 routes: one small handler per endpoint, described once for routing and OpenAPI."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, RootModel
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from kbserver.api import schemas as s
+from kbserver.api.http import body, call, caller, query, respond, services_of
+from kbserver.services import agents, files, kbs, proposals, runs, search, versions, writes
+
+__all__ = ["ENDPOINTS", "Endpoint", "api_routes"]
+
+Handler = Callable[[Request], Awaitable[Response]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str
+    handler: Handler
+    summary: str
+    response: type[BaseModel] | None  # None: not JSON (see media_type)
+    status: int = 200
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    admin: bool = False
+    extra: dict[int, type[BaseModel]] | None = None
+    media_type: str = "application/json"
+
+
+def _slug(request: Request) -> str:
+    return str(request.path_params["slug"])
+
+
+async def list_kbs(request: Request) -> Response:
+    who = await caller(request)
+    return respond(await call(kbs.visible, services_of(request), who))
+
+
+async def create_kb(request: Request) -> Response:
+    who = await caller(request)
+    req = await body(request, s.KBCreate)
+    return respond(await call(kbs.create, services_of(request), who, req.slug, req.description), 201)
+
+
+async def get_kb(request: Request) -> Response:
+    who = await caller(request)
+    return respond(await call(kbs.describe, services_of(request), who, _slug(request)))
+
+
+async def list_files(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.FilesQuery)
+    return respond(await call(files.listing, services_of(request), who, _slug(request), q.prefix, q.version))
+
+
+async def read_file(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.ReadQuery)
+    path = request.path_params["path"]
+    return respond(await call(files.read, services_of(request), who, _slug(request), path, q.version))
+
+
+async def write(request: Request) -> Response:
+    who = await caller(request)
+    req = await body(request, s.WriteRequest)
+    result = await call(writes.submit, services_of(request), who, _slug(request), req)
+    return respond(result, 202 if isinstance(result, dict) else 200)
+
+
+async def archive(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.ReadQuery)
+    slug = _slug(request)
+    version, data = await call(files.archive, services_of(request), who, slug, q.version)
+    name = f"{slug}-{(version or 'empty')[:12]}.tar.gz"
+    return Response(
+        data,
+        media_type="application/gzip",
+        headers={"Content-Disposition": f'attachment; filename="{name}"', "X-KB-Version": version or ""},
+    )
+
+
+async def list_versions(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.VersionsQuery)
+    out = await call(versions.listing, services_of(request), who, _slug(request), q.path, q.limit, q.cursor)
+    return respond(out)
+
+
+async def get_version(request: Request) -> Response:
+    who = await caller(request)
+    version = request.path_params["version"]
+    return respond(await call(versions.get, services_of(request), who, _slug(request), version))
+
+
+async def revert(request: Request) -> Response:
+    who = await caller(request)
+    req = await body(request, s.RevertIn)
+    out = await call(versions.revert, services_of(request), who, _slug(request), req.version, req.message)
+    return respond(out)
+
+
+async def search_kb(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.SearchQuery)
+    out = await call(
+        search.query, services_of(request), who, _slug(request), q.q, q.limit, q.offset, q.prefix
+    )
+    return respond(out)
+
+
+async def index_status(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.IndexQuery)
+    out = await call(search.status, services_of(request), who, _slug(request), q.wait_for, q.timeout)
+    return respond(out)
+
+
+async def list_proposals(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, s.ProposalsQuery)
+    return respond(await call(proposals.listing, services_of(request), who, _slug(request), q.status))
+
+
+async def get_proposal(request: Request) -> Response:
+    who = await caller(request)
+    pid = request.path_params["proposal"]
+    return respond(await call(proposals.get, services_of(request), who, _slug(request), pid))
+
+
+async def approve(request: Request) -> Response:
+    who = await caller(request)
+    pid = request.path_params["proposal"]
+    return respond(await call(proposals.approve, services_of(request), who, _slug(request), pid))
+
+
+async def reject(request: Request) -> Response:
+    who = await caller(request)
+    raw = await request.body()
+    req = await body(request, s.RejectIn) if raw.strip() else s.RejectIn()
+    pid = request.path_params["proposal"]
+    return respond(await call(proposals.reject, services_of(request), who, _slug(request), pid, req.reason))
+
+
+async def start_run(request: Request) -> Response:
+    who = await caller(request)
+    raw = await request.body()
+    req = await body(request, s.RunIn) if raw.strip() else s.RunIn()
+    return respond(await call(runs.start, services_of(request), who, req.kbs, req.interactive), 201)
+
+
+async def run_files(request: Request) -> Response:
+    who = await caller(request)
+    q = query(request, _RunFilesQuery)
+    p = request.path_params
+    return respond(await call(runs.list_files, services_of(request), who, p["run"], p["slug"], q.prefix))
+
+
+async def run_file(request: Request) -> Response:
+    who = await caller(request)
+    query(request, _NoQuery)
+    p = request.path_params
+    return respond(await call(runs.read_file, services_of(request), who, p["run"], p["slug"], p["path"]))
+
+
+class _RunFilesQuery(s._In):
+    prefix: str = ""
+
+
+class _NoQuery(s._In):
+    pass
+
+
+async def list_agents(request: Request) -> Response:
+    who = await caller(request)
+    return respond(await call(agents.listing, services_of(request), who))
+
+
+async def create_agent(request: Request) -> Response:
+    who = await caller(request)
+    req = await body(request, s.AgentCreate)
+    agent, token = await call(
+        agents.create, services_of(request), who, req.name, req.parent, req.tools, req.auto_record
+    )
+    return respond({**agent, "token": token}, 201)
+
+
+async def get_agent(request: Request) -> Response:
+    who = await caller(request)
+    return respond(await call(agents.get, services_of(request), who, request.path_params["name"]))
+
+
+async def delete_agent(request: Request) -> Response:
+    who = await caller(request)
+    return respond(await call(agents.delete, services_of(request), who, request.path_params["name"]))
+
+
+async def rotate_token(request: Request) -> Response:
+    who = await caller(request)
+    agent, token = await call(agents.rotate, services_of(request), who, request.path_params["name"])
+    return respond({**agent, "token": token})
+
+
+async def list_links(request: Request) -> Response:
+    who = await caller(request)
+    agent = await call(agents.get, services_of(request), who, request.path_params["name"])
+    return respond({"links": agent["links"]})
+
+
+async def add_link(request: Request) -> Response:
+    who = await caller(request)
+    req = await body(request, s.LinkIn)
+    name = request.path_params["name"]
+    return respond(await call(agents.link, services_of(request), who, name, req.kb, req.permission))
+
+
+async def delete_link(request: Request) -> Response:
+    who = await caller(request)
+    p = request.path_params
+    return respond(await call(agents.unlink, services_of(request), who, p["name"], p["slug"]))
+
+
+class _KBList(RootModel[list[s.KBSummary]]):
+    pass
+
+
+class _Deleted(BaseModel):
+    name: str
+    deleted: bool
+
+
+class _Links(BaseModel):
+    links: list[s.LinkOut]
+
+
+class _Decision(BaseModel):
+    id: str
+    status: str
+    version: str | None = None
+
+
+KB = "/kbs/{slug}"
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/kbs", list_kbs, "KBs visible to the caller", _KBList),
+    Endpoint("POST", "/kbs", create_kb, "Create a KB", s.KBOut, 201, body=s.KBCreate, admin=True),
+    Endpoint("GET", KB, get_kb, "Describe a KB", s.KBOut),
+    Endpoint(
+        "GET", KB + "/files", list_files, "Files at a version, sorted by path", s.FilesOut, query=s.FilesQuery
+    ),
+    Endpoint("GET", KB + "/files/{path:path}", read_file, "Read a file", s.FileOut, query=s.ReadQuery),
+    Endpoint(
+        "POST",
+        KB + "/write",
+        write,
+        "Write files as one version",
+        s.WriteResult,
+        body=s.WriteRequest,
+        extra={202: s.ProposalAccepted},
+    ),
+    Endpoint(
+        "GET",
+        KB + "/archive",
+        archive,
+        "A tar.gz of the files at a version",
+        None,
+        query=s.ReadQuery,
+        media_type="application/gzip",
+    ),
+    Endpoint(
+        "GET", KB + "/versions", list_versions, "Versions, newest first", s.VersionsOut, query=s.VersionsQuery
+    ),
+    Endpoint("GET", KB + "/versions/{version}", get_version, "One version with its diff", s.VersionDetail),
+    Endpoint("POST", KB + "/revert", revert, "Revert the files to a version", s.WriteResult, body=s.RevertIn),
+    Endpoint("GET", KB + "/search", search_kb, "Full-text search", s.SearchOut, query=s.SearchQuery),
+    Endpoint(
+        "GET",
+        KB + "/index",
+        index_status,
+        "Index status; waits for a version",
+        s.IndexOut,
+        query=s.IndexQuery,
+    ),
+    Endpoint(
+        "GET",
+        KB + "/proposals",
+        list_proposals,
+        "Proposals of the KB",
+        s.ProposalsOut,
+        query=s.ProposalsQuery,
+    ),
+    Endpoint("GET", KB + "/proposals/{proposal}", get_proposal, "One proposal", s.ProposalOut),
+    Endpoint(
+        "POST", KB + "/proposals/{proposal}/approve", approve, "Approve a proposal", _Decision, admin=True
+    ),
+    Endpoint(
+        "POST",
+        KB + "/proposals/{proposal}/reject",
+        reject,
+        "Reject a proposal",
+        _Decision,
+        body=s.RejectIn,
+        admin=True,
+    ),
+    Endpoint("POST", "/runs", start_run, "Start a run (pins a snapshot)", s.RunOut, 201, body=s.RunIn),
+    Endpoint(
+        "GET",
+        "/runs/{run}/kbs/{slug}/files",
+        run_files,
+        "Files at the run's snapshot",
+        s.FilesOut,
+        query=_RunFilesQuery,
+    ),
+    Endpoint(
+        "GET", "/runs/{run}/kbs/{slug}/files/{path:path}", run_file, "A file at the run's snapshot", s.FileOut
+    ),
+    Endpoint("GET", "/agents", list_agents, "Agents", s.AgentsOut, admin=True),
+    Endpoint(
+        "POST",
+        "/agents",
+        create_agent,
+        "Create an agent (its token is shown once)",
+        s.AgentWithToken,
+        201,
+        body=s.AgentCreate,
+        admin=True,
+    ),
+    Endpoint("GET", "/agents/{name}", get_agent, "One agent", s.AgentOut, admin=True),
+    Endpoint("DELETE", "/agents/{name}", delete_agent, "Delete an agent", _Deleted, admin=True),
+    Endpoint(
+        "POST", "/agents/{name}/token", rotate_token, "Replace an agent's token", s.AgentWithToken, admin=True
+    ),
+    Endpoint("GET", "/agents/{name}/links", list_links, "An agent's links", _Links, admin=True),
+    Endpoint(
+        "POST",
+        "/agents/{name}/links",
+        add_link,
+        "Link an agent to a KB",
+        s.AgentOut,
+        body=s.LinkIn,
+        admin=True,
+    ),
+    Endpoint("DELETE", "/agents/{name}/links/{slug}", delete_link, "Remove a link", s.AgentOut, admin=True),
+)
+
+
+def api_routes() -> list[Route]:
+    """Starlette routes of every endpoint (mounted under /api/v1)."""
+    return [Route(e.path, e.handler, methods=[e.method]) for e in ENDPOINTS]

@@ -1,0 +1,249 @@
+"""Pydantic models of the HTTP API's query strings, bodies and answers (the source of /openapi.json)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbserver.core.model import (
+    AGENT_PATTERN,
+    SLUG_PATTERN,
+    FileEntry,
+    Permission,
+    VersionInfo,
+    WriteRequest,
+    WriteResult,
+)
+
+__all__ = [
+    "AgentCreate",
+    "AgentOut",
+    "AgentWithToken",
+    "AgentsOut",
+    "ErrorOut",
+    "FileOut",
+    "FilesOut",
+    "FilesQuery",
+    "IndexOut",
+    "IndexQuery",
+    "KBCreate",
+    "KBOut",
+    "KBSummary",
+    "KBsOut",
+    "LinkIn",
+    "ProposalOut",
+    "ProposalsOut",
+    "ProposalsQuery",
+    "ReadQuery",
+    "RejectIn",
+    "RevertIn",
+    "RunIn",
+    "RunOut",
+    "SearchOut",
+    "SearchQuery",
+    "VersionDetail",
+    "VersionsOut",
+    "VersionsQuery",
+    "WriteRequest",
+    "WriteResult",
+]
+
+
+class _In(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorOut(BaseModel):
+    error: ErrorBody
+
+
+class KBCreate(_In):
+    slug: str = Field(pattern=SLUG_PATTERN)
+    description: str = Field(default="", max_length=2000)
+
+
+class KBSummary(BaseModel):
+    slug: str
+    description: str
+    head: str | None
+    permission: str
+
+
+class KBsOut(BaseModel):
+    kbs: list[KBSummary]
+
+
+class KBOut(BaseModel):
+    slug: str
+    description: str
+    head: str | None
+    file_count: int
+    indexed_version: str | None
+    permission: str | None = None
+
+
+class FilesQuery(_In):
+    prefix: str = ""
+    version: str | None = None
+
+
+class ReadQuery(_In):
+    version: str | None = None
+
+
+class FilesOut(BaseModel):
+    version: str | None
+    files: list[FileEntry]
+
+
+class FileOut(BaseModel):
+    path: str
+    content: str
+    sha256: str
+    version: str | None
+
+
+class VersionsQuery(_In):
+    path: str | None = None
+    limit: int = Field(default=50, ge=1, le=200)
+    cursor: str | None = None
+
+
+class VersionsOut(BaseModel):
+    versions: list[VersionInfo]
+    next_cursor: str | None
+
+
+class DiffEntry(BaseModel):
+    path: str
+    change: Literal["added", "modified", "deleted"]
+    patch: str
+
+
+class VersionDetail(VersionInfo):
+    diff: list[DiffEntry]
+
+
+class RevertIn(_In):
+    version: str
+    message: str | None = Field(default=None, max_length=10_000)
+
+
+class SearchQuery(_In):
+    q: str
+    limit: int = Field(default=10, ge=1, le=100)
+    offset: int = Field(default=0, ge=0)
+    prefix: str | None = None
+
+
+class SearchHit(BaseModel):
+    path: str
+    score: float
+    snippet: str
+
+
+class SearchOut(BaseModel):
+    hits: list[SearchHit]
+    total: int
+    version: str | None
+
+
+class IndexQuery(_In):
+    wait_for: str | None = None
+    timeout: float = Field(default=10.0, ge=0, le=60)
+
+
+class IndexOut(BaseModel):
+    head: str | None
+    indexed_version: str | None
+    covered: bool | None = None
+
+
+class ProposalsQuery(_In):
+    status: Literal["pending", "approved", "rejected"] | None = None
+
+
+class ProposalFile(BaseModel):
+    path: str
+    mode: str
+
+
+class ProposalOut(BaseModel):
+    id: str
+    agent: str
+    created: str | None
+    status: Literal["pending", "approved", "rejected"]
+    files: list[ProposalFile]
+    message: str | None = None
+    run: str | None = None
+    reason: str | None = None
+    version: str | None = None
+    diff: list[DiffEntry] | None = None
+
+
+class ProposalsOut(BaseModel):
+    proposals: list[ProposalOut]
+
+
+class RejectIn(_In):
+    reason: str | None = Field(default=None, max_length=10_000)
+
+
+class ProposalPending(BaseModel):
+    id: str
+    status: Literal["pending"]
+
+
+class ProposalAccepted(BaseModel):
+    proposal: ProposalPending
+
+
+class RunIn(_In):
+    kbs: list[str] | None = None
+    interactive: bool = False
+
+
+class RunOut(BaseModel):
+    id: str
+    mounts: dict[str, str]
+    interactive: bool
+    expires: str
+
+
+class AgentCreate(_In):
+    name: str = Field(pattern=AGENT_PATTERN)
+    parent: str | None = None
+    tools: list[str] = Field(default_factory=lambda: ["context"])
+    auto_record: bool = False
+
+
+class LinkOut(BaseModel):
+    kb: str
+    permission: Permission
+
+
+class AgentOut(BaseModel):
+    name: str
+    parent: str | None
+    tools: list[str]
+    auto_record: bool
+    links: list[LinkOut]
+
+
+class AgentWithToken(AgentOut):
+    token: str
+
+
+class AgentsOut(BaseModel):
+    agents: list[AgentOut]
+
+
+class LinkIn(_In):
+    kb: str
+    permission: Permission
