@@ -1,0 +1,142 @@
+"""MCP over Streamable HTTP at `/mcp`: bearer tokens, DNS-rebinding protection, the route for app.py."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken, TokenVerifier
+from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kbserver.core.errors import Unauthorized
+from kbserver.core.model import Caller
+from kbserver.mcp.server import build_server
+from kbserver.mcp.session import Binding
+from kbserver.services import Services
+from kbserver.services.auth import authenticate
+
+__all__ = ["MCP_PATH", "KBTokenVerifier", "mcp_http", "mount_mcp", "transport_security"]
+
+MCP_PATH = "/mcp"
+_CALLER = "kbserver.caller"
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+
+
+class KBTokenVerifier(TokenVerifier):
+    """An agent's token or the admin token, as for the HTTP API. Unknown tokens get 401 from the SDK."""
+
+    def __init__(self, services: Services, admin_token: str) -> None:
+        self.services = services
+        self.admin_token = admin_token
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        try:
+            caller = await anyio.to_thread.run_sync(authenticate, self.services, token, self.admin_token)
+        except Unauthorized:
+            return None
+        # client_id names the principal; the SDK binds each session to it, so one agent cannot use
+        # another's session id. The Caller rides along so tools need no second lookup per request.
+        return AccessToken(token=token, client_id=caller.actor, scopes=[], claims={_CALLER: caller})
+
+
+def _token_caller(services: Services, admin_token: str) -> Callable[[], Caller]:
+    def caller() -> Caller:
+        token = get_access_token()
+        if token is None:
+            raise Unauthorized("send Authorization: Bearer TOKEN (an agent token or the admin token)")
+        found = (token.claims or {}).get(_CALLER)
+        return found if isinstance(found, Caller) else authenticate(services, token.token, admin_token)
+
+    return caller
+
+
+def transport_security(allowed_hosts: Sequence[str]) -> TransportSecuritySettings:
+    """Host (and Origin) allow-list against DNS rebinding: loopback on any port plus `allowed_hosts`."""
+    hosts: list[str] = []
+    for host in (*_LOOPBACK, *allowed_hosts):
+        hosts.append(host)
+        if not host.endswith(":*") and not host.rsplit("]", 1)[-1].count(":"):
+            hosts.append(f"{host}:*")  # the same host on any port
+    origins = [f"{scheme}://{host}" for host in hosts for scheme in ("http", "https")]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+class _ContractErrors:
+    """Gives the SDK's bare 401 the contract's error body; status and WWW-Authenticate stay as they are."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        rewriting = False
+
+        async def wrapped(message: Message) -> None:
+            nonlocal rewriting
+            if message["type"] == "http.response.start" and message["status"] == 401:
+                rewriting = True
+                body = json.dumps(
+                    {
+                        "error": {
+                            "code": "unauthorized",
+                            "message": (
+                                "send Authorization: Bearer TOKEN with an agent token or the admin token"
+                            ),
+                        }
+                    }
+                ).encode()
+                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
+                headers.append((b"content-length", str(len(body)).encode()))
+                await send({**message, "headers": headers})
+                await send({"type": "http.response.body", "body": body})
+                return
+            if rewriting:
+                return  # the SDK's own body, replaced above
+            await send(message)
+
+        await self.app(scope, receive, wrapped)
+
+
+def mcp_http(
+    services: Services,
+    admin_token: str,
+    allowed_hosts: Sequence[str] = (),
+    *,
+    extra_tools: Sequence[Callable[..., Any]] = (),
+) -> tuple[MCPServer[Any], ASGIApp]:
+    """The MCP server for HTTP callers and its ASGI app serving `/mcp` (needs the server's session
+    manager running: see mount_mcp)."""
+    binding = Binding(services, _token_caller(services, admin_token))
+    verifier = KBTokenVerifier(services, admin_token)
+    server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools)
+    app = server.streamable_http_app(
+        streamable_http_path=MCP_PATH, transport_security=transport_security(allowed_hosts)
+    )
+    return server, _ContractErrors(app)
+
+
+def mount_mcp(
+    services: Services,
+    admin_token: str,
+    allowed_hosts: Sequence[str] = (),
+    *,
+    extra_tools: Sequence[Callable[..., Any]] = (),
+) -> tuple[BaseRoute, AbstractAsyncContextManager[None]]:
+    """The `/mcp` route for the host app and the lifespan it must enter (the SDK's session manager).
+
+    An exact `Route("/mcp")` rather than a catch-all `Mount("/")`: no 307 to `/mcp/`, and every other
+    path keeps the host app's own 404.
+    """
+    server, app = mcp_http(services, admin_token, allowed_hosts, extra_tools=extra_tools)
+    return Route(MCP_PATH, endpoint=app), server.session_manager.run()

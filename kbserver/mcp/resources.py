@@ -1,0 +1,126 @@
+"""Resources: `kb://{slug}/{path}` (the session's pinned snapshot) and `kb://{slug}@{version}/{path}`."""
+
+from __future__ import annotations
+
+import mimetypes
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import Resource
+
+from kbserver.core.errors import InvalidRequest, KBError
+from kbserver.core.model import Caller
+from kbserver.mcp.errors import resource_error
+from kbserver.services import Services, files, kbs, runs
+
+if TYPE_CHECKING:
+    from kbserver.mcp.session import Binding
+
+__all__ = ["PAGE_SIZE", "mime_type", "register_resources", "resource_page", "uri"]
+
+PAGE_SIZE = 500
+"""Resources per `resources/list` page; `nextCursor` leads to the next one."""
+
+
+def uri(slug: str, path: str, version: str | None = None) -> str:
+    """The resource URI of a file (percent-encoded, `/` kept)."""
+    at = f"@{version}" if version else ""
+    return f"kb://{slug}{at}/{quote(path, safe='/')}"
+
+
+def mime_type(path: str) -> str:
+    """The MIME type of a file by its name (Markdown by default in KBs)."""
+    if path.endswith(".md"):
+        return "text/markdown"
+    guessed, _ = mimetypes.guess_type(path)
+    return guessed or "text/plain"
+
+
+def resource_page(
+    services: Services,
+    caller: Caller,
+    mounts: dict[str, str] | None,
+    run_id: str | None,
+    cursor: object,
+) -> tuple[list[Resource], str | None]:
+    """One page of the files the caller sees as resources: the run's snapshot, else the current heads.
+
+    Raises InvalidRequest for a cursor this server did not hand out.
+    """
+    if cursor is None:
+        offset = 0
+    elif isinstance(cursor, str) and cursor.isdigit():
+        offset = int(cursor)
+    else:
+        raise InvalidRequest("unknown cursor; start again without one", cursor=str(cursor))
+    if mounts is not None:
+        slugs = sorted(mounts)
+    else:
+        slugs = [str(kb["slug"]) for kb in kbs.visible(services, caller)]
+    entries: list[Resource] = []
+    for slug in slugs:
+        try:
+            if run_id is not None:
+                listing = runs.list_files(services, caller, run_id, slug)
+            else:
+                listing = files.listing(services, caller, slug)
+        except KBError:  # unlinked or deleted since the run started: nothing to show
+            continue
+        found = listing["files"]
+        assert isinstance(found, list)
+        for f in found:
+            entries.append(
+                Resource(
+                    uri=uri(slug, f["path"]),
+                    name=f"{slug}/{f['path']}",
+                    mime_type=mime_type(f["path"]),
+                    size=f["size"],
+                )
+            )
+    page = entries[offset : offset + PAGE_SIZE]
+    more = offset + PAGE_SIZE < len(entries)
+    return page, str(offset + PAGE_SIZE) if more else None
+
+
+def register_resources(server: MCPServer[Any], binding: Binding) -> None:
+    """The two resource templates; the versioned one first, since `{slug}` would also match `slug@v`."""
+    services = binding.services
+
+    @server.resource(
+        "kb://{slug}@{version}/{+path}",
+        name="kb_file_at_version",
+        title="A KB file at a version",
+        description="The file `path` of KB `slug` as it was at `version` (a 40-hex version id).",
+        mime_type="text/plain",
+    )
+    def kb_file_at_version(slug: str, version: str, path: str) -> str:
+        try:
+            found = files.read(services, binding.caller(), slug, path, version)
+        except KBError as err:
+            raise resource_error(err, uri(slug, path, version)) from None
+        return str(found["content"])
+
+    @server.resource(
+        "kb://{slug}/{+path}",
+        name="kb_file",
+        title="A KB file in this session's snapshot",
+        description=(
+            "The file `path` of KB `slug` as it was when this session (its run) started; without a "
+            "session, the current file."
+        ),
+        mime_type="text/plain",
+    )
+    def kb_file(slug: str, path: str, ctx: Context[Any, Any]) -> str:
+        try:
+            caller = binding.caller()
+            run = binding.run_of(ctx.request_context)
+            if run is not None:
+                found = runs.read_file(services, caller, run.id, slug, path)
+            else:
+                found = files.read(services, caller, slug, path)
+        except KBError as err:
+            raise resource_error(err, uri(slug, path)) from None
+        return str(found["content"])
+
+    del kb_file_at_version, kb_file  # registered on the server; not used otherwise

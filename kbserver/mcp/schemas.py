@@ -1,0 +1,104 @@
+"""Output schemas of the context tools: the published `outputSchema` and what results are checked against."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ERROR_SCHEMA",
+    "FileInfo",
+    "ListOutput",
+    "ProposalInfo",
+    "ReadOutput",
+    "SearchHit",
+    "SearchOutput",
+    "WriteOutput",
+]
+
+
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "set instead of the result when the call failed (isError); the text starts with the code",
+    "properties": {
+        "code": {"type": "string", "description": "the contract's error code, e.g. stale, not_found"},
+        "message": {"type": "string", "description": "what went wrong and what to do next"},
+    },
+    "required": ["code", "message"],
+    "additionalProperties": True,
+}
+
+
+def _or_error(schema: dict[str, Any]) -> None:
+    """Publish `{"error": {...}}` as an alternative result: clients that check structuredContent against
+    outputSchema even on isError results (the TypeScript SDK, the Inspector) then accept our errors."""
+    alternatives = schema.pop("anyOf", None) or [{"required": schema.pop("required", [])}]
+    schema.pop("required", None)
+    schema["properties"]["error"] = ERROR_SCHEMA
+    schema["anyOf"] = [*alternatives, {"required": ["error"]}]
+
+
+class _Output(BaseModel):
+    """A tool's result. The model validates successes; the published schema also admits the error."""
+
+    model_config = ConfigDict(json_schema_extra=_or_error)
+
+
+class FileInfo(BaseModel):
+    path: str
+    size: int = Field(description="bytes")
+    sha256: str = Field(description="pass it as expected_sha256 when you change this file")
+
+
+class ListOutput(_Output):
+    kb: str
+    version: str | None = Field(description="the version listed (the KB's current head)")
+    files: list[FileInfo]
+
+
+class ReadOutput(_Output):
+    kb: str
+    path: str
+    content: str
+    sha256: str = Field(description="pass it as expected_sha256 when you change this file")
+    version: str | None = Field(description="the version read (the KB's current head)")
+
+
+class WrittenFile(BaseModel):
+    path: str
+    mode: str
+    sha256: str | None = Field(description="the file's new sha256; null after delete")
+
+
+class ProposalInfo(BaseModel):
+    id: str
+    status: str
+
+
+def _write_or_proposal(schema: dict[str, Any]) -> None:
+    schema["anyOf"] = [{"required": ["version", "parent", "files"]}, {"required": ["proposal"]}]
+    _or_error(schema)
+
+
+class WriteOutput(_Output):
+    """`{version, parent, files}` for a new version, or `{proposal}` when an admin must approve it."""
+
+    model_config = ConfigDict(json_schema_extra=_write_or_proposal)
+    version: str | None = Field(default=None, description="the new version")
+    parent: str | None = Field(default=None, description="the version it was made on")
+    files: list[WrittenFile] | None = None
+    proposal: ProposalInfo | None = Field(
+        default=None, description="set instead of a version when the write awaits an admin's approval"
+    )
+
+
+class SearchHit(BaseModel):
+    kb: str
+    path: str
+    score: float
+    snippet: str
+
+
+class SearchOutput(_Output):
+    hits: list[SearchHit]

@@ -1,0 +1,64 @@
+"""Build the MCP server: the context tools, the resources, per-caller instructions and session runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from mcp.server import CacheHint
+from mcp.server.auth.provider import TokenVerifier
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import MCPServer
+from pydantic import AnyHttpUrl
+
+from kbserver import __version__
+from kbserver.mcp.instructions import MEMORY_RULES
+from kbserver.mcp.resources import register_resources
+from kbserver.mcp.session import Binding, SessionMiddleware
+from kbserver.mcp.tools import context_tools
+
+__all__ = ["build_server"]
+
+# Every one of these answers depends on who asks: never share a cached copy across callers.
+_PRIVATE = CacheHint(ttl_ms=0, scope="private")
+_CACHE_HINTS = {
+    "server/discover": _PRIVATE,
+    "resources/list": _PRIVATE,
+    "resources/read": _PRIVATE,
+    "tools/list": _PRIVATE,
+    "resources/templates/list": _PRIVATE,
+}
+
+
+def build_server(
+    binding: Binding,
+    *,
+    token_verifier: TokenVerifier | None = None,
+    extra_tools: Sequence[Callable[..., Any]] = (),
+) -> MCPServer[Any]:
+    """The MCP server for `binding`. With `token_verifier`, HTTP requests need a bearer token.
+
+    `extra_tools` are added as they are (the benchmark adds a no-op tool; nothing else should).
+    """
+    auth = None
+    if token_verifier is not None:
+        # Tokens are kbserver's own bearer tokens, not OAuth: no authorization server to advertise, so no
+        # protected-resource metadata either. The SDK still wants an issuer URL; nothing serves or uses it.
+        auth = AuthSettings(issuer_url=AnyHttpUrl("http://localhost/"), resource_server_url=None)
+    server: MCPServer[Any] = MCPServer(
+        "kbserver",
+        title="kbserver",
+        description="Versioned, reviewable memory for AI agents: every knowledge base is a git repository.",
+        version=__version__,
+        instructions=MEMORY_RULES,  # replaced per caller at initialize and server/discover
+        token_verifier=token_verifier,
+        auth=auth,
+        tools=context_tools(binding),
+        log_level="WARNING",
+        cache_hints=_CACHE_HINTS,  # type: ignore[arg-type]
+        middleware=[SessionMiddleware(binding)],
+    )
+    register_resources(server, binding)
+    for fn in extra_tools:
+        server.add_tool(fn)
+    return server

@@ -1,0 +1,161 @@
+"""Who is calling and which run a call belongs to; per-caller instructions; the run of each MCP session.
+
+- A session of a protocol version with sessions (the initialize handshake; 2025-11-25 and older) is one
+  run, started when the session is initialized; `kb://{slug}/{path}` reads its snapshot and its writes
+  carry its run id. The run ends by expiring (run_ttl_seconds); a new session starts a new run.
+- Sessionless calls (2026-07-28) have no run: `kb://{slug}/{path}` reads the current head.
+- A stdio process is one run for its whole life, whichever protocol version the client speaks.
+- These runs are interactive: an MCP session is an agent inside a host that a person can follow, so a
+  `read_write_ask` agent's writes become proposals for an admin. Without a run they are refused as
+  `approval_unavailable`, since nobody could be asked. The admin's sessions have no run (runs belong to
+  agents) and read the heads.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio.to_thread
+from mcp.server.connection import Connection
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, INVALID_REQUEST
+
+from kbserver.core.errors import KBError
+from kbserver.core.model import Caller
+from kbserver.mcp.instructions import instructions
+from kbserver.mcp.resources import mime_type, resource_page
+from kbserver.services import Services, kbs, runs
+
+__all__ = ["Binding", "RunInfo", "SessionMiddleware"]
+
+log = logging.getLogger(__name__)
+
+_RUN_KEY = "kbserver.run"
+_Ctx = ServerRequestContext[Any, Any]
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    id: str
+    mounts: dict[str, str]
+
+
+@dataclass
+class Binding:
+    """What the tools need besides their arguments: the services, the caller, the run of the session.
+
+    `caller` is synchronous (it may query the control plane) and raises Unauthorized or NotFound.
+    `process_run` is the run of a whole stdio process; HTTP keeps runs per session instead.
+    """
+
+    services: Services
+    caller: Callable[[], Caller]
+    process_run: RunInfo | None = None
+
+    def run_of(self, rctx: _Ctx | None) -> RunInfo | None:
+        """The run the current call belongs to, or None (sessionless, admin)."""
+        if self.process_run is not None:
+            return self.process_run
+        conn = connection_of(rctx) if rctx is not None else None
+        run = conn.state.get(_RUN_KEY) if conn is not None else None
+        return run if isinstance(run, RunInfo) else None
+
+    def start_run(self, caller: Caller) -> RunInfo | None:
+        """A new interactive run pinning the heads of the caller's KBs (None for the admin)."""
+        if caller.is_admin:
+            return None
+        started = runs.start(self.services, caller, interactive=True)
+        mounts = started["mounts"]
+        assert isinstance(mounts, dict)
+        return RunInfo(str(started["id"]), dict(mounts))
+
+
+def connection_of(rctx: _Ctx) -> Connection | None:
+    """The per-connection object of the current request (its `state` outlives a single request).
+
+    SDK 2.3 hands tools and middleware only a per-request `ServerSession`, which keeps the connection in
+    a private attribute; this is the one place that relies on it. Without it every call is sessionless.
+    """
+    conn = getattr(rctx.session, "_connection", None)
+    return conn if isinstance(conn, Connection) else None
+
+
+def _protocol_error(err: KBError, code: int = INVALID_REQUEST) -> MCPError:
+    return MCPError(code=code, message=f"{err.code}: {err.message}", data=err.to_dict())
+
+
+class SessionMiddleware:
+    """Server middleware: starts a session's run at `initialize`, writes the caller's own instructions
+    into `initialize` and `server/discover` results, and lists the caller's files as resources."""
+
+    def __init__(self, binding: Binding) -> None:
+        self.binding = binding
+
+    async def __call__(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
+        if ctx.method in ("initialize", "server/discover"):
+            return await self._with_instructions(ctx, call_next)
+        if ctx.method == "resources/list":
+            return await self._list_resources(ctx, call_next)
+        result = await call_next(ctx)
+        if ctx.method == "resources/read" and isinstance(result, dict):
+            for item in result.get("contents") or []:  # one template serves every kind of file
+                if isinstance(item, dict) and isinstance(item.get("uri"), str) and "text" in item:
+                    item["mimeType"] = mime_type(item["uri"])
+        return result
+
+    async def _caller(self) -> Caller:
+        try:
+            return await anyio.to_thread.run_sync(self.binding.caller)
+        except KBError as err:
+            raise _protocol_error(err) from None
+
+    async def _with_instructions(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if not isinstance(result, dict):
+            return result
+        try:
+            caller = await anyio.to_thread.run_sync(self.binding.caller)
+        except KBError as err:  # e.g. the agent was deleted: keep the generic rules; its calls will fail
+            log.warning("no caller for MCP instructions: %s: %s", err.code, err.message)
+            return result
+        run = self.binding.run_of(ctx)
+        if ctx.method == "initialize" and run is None:
+            conn = connection_of(ctx)
+            if conn is not None:
+                run = await anyio.to_thread.run_sync(self.binding.start_run, caller)
+                if run is not None:
+                    conn.state[_RUN_KEY] = run
+                    log.info("MCP session %s of agent %s is run %s", conn.session_id, caller.name, run.id)
+        reachable = await anyio.to_thread.run_sync(kbs.visible, self.binding.services, caller)
+        pinned = (run.id, run.mounts) if run is not None else None
+        result["instructions"] = instructions(caller, reachable, pinned)
+        return result
+
+    async def _list_resources(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if not isinstance(result, dict):
+            return result
+        caller = await self._caller()
+        cursor = (ctx.params or {}).get("cursor")
+        run = self.binding.run_of(ctx)
+        try:
+            page, next_cursor = await anyio.to_thread.run_sync(
+                resource_page,
+                self.binding.services,
+                caller,
+                run.mounts if run else None,
+                run.id if run else None,
+                cursor,
+            )
+        except KBError as err:
+            raise _protocol_error(err, INVALID_PARAMS) from None
+        result["resources"] = [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in page]
+        if next_cursor is not None:
+            result["nextCursor"] = next_cursor
+        else:
+            result.pop("nextCursor", None)
+        return result

@@ -1,0 +1,193 @@
+"""The `context` tool set: list_context_files, read_context_file, write_context, search_context."""
+
+# No `from __future__ import annotations` here: the SDK reads the tools' annotations at registration, and
+# the `files` annotation carries a description built from the server's limits inside context_tools().
+
+import inspect
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field, ValidationError
+
+from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
+from kbserver.core.model import Caller, FileChange, Limits, WriteRequest, WriteResult
+from kbserver.mcp.errors import KBTool, ok_result
+from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, WriteOutput
+from kbserver.services import Services, kbs, search, writes
+from kbserver.services import files as kb_files
+from kbserver.services.search import MAX_LIMIT
+
+if TYPE_CHECKING:
+    from kbserver.mcp.session import Binding
+
+__all__ = ["TOOL_NAMES", "context_tools"]
+
+log = logging.getLogger(__name__)
+
+TOOL_NAMES = ("list_context_files", "read_context_file", "write_context", "search_context")
+INDEX_WAIT_SECONDS = 5.0
+"""How long search_context waits for the index to cover the KB's head, so an agent finds its own writes."""
+
+Kb = Annotated[
+    str | None,
+    Field(
+        description="The KB's slug. Omit it when you can reach exactly one KB (the server instructions list "
+        "your KBs)."
+    ),
+]
+Prefix = Annotated[str | None, Field(description="Only paths starting with this text, e.g. `notes/`.")]
+FilePath = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="Relative, /-separated path inside the KB, e.g. `README.md`, `log/2026-11.md`.",
+    ),
+]
+Message = Annotated[
+    str | None, Field(max_length=10_000, description="Why you make this change (the version's message).")
+]
+Query = Annotated[str, Field(min_length=1, description="Words to look for (full-text; CJK works too).")]
+Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"At most this many hits (1 to {MAX_LIMIT}).")]
+
+
+def _files_description(limits: Limits) -> str:
+    size = f"{limits.max_file_bytes} bytes"
+    if limits.max_file_bytes % 1024 == 0:
+        size = f"{limits.max_file_bytes // 1024} KiB"
+    return (
+        f"The changes, 1 to {limits.max_files} files (default limit; a KB may set its own), each path at "
+        "most once. Modes: `create` a new file (fails if it exists); `append` `content` at the end; `edit` "
+        "replaces `old_string`, which must occur exactly once, by `new_string`; `overwrite` the whole "
+        f"file; `delete` it. Every file must stay under {size} (default limit) after the change. Read a file "
+        "first and pass its sha256 as `expected_sha256` (every mode but create): if it changed since, the "
+        "whole call fails as `stale` and changes nothing."
+    )
+
+
+def _reachable(services: Services, caller: Caller) -> list[str]:
+    return [str(kb["slug"]) for kb in kbs.visible(services, caller)]
+
+
+def _resolve_kb(services: Services, caller: Caller, kb: str | None) -> str:
+    """`kb`, or the only KB the caller can reach. Raises InvalidRequest when that is ambiguous."""
+    if kb is not None:
+        return kb
+    reachable = _reachable(services, caller)
+    if len(reachable) == 1:
+        return reachable[0]
+    if not reachable:
+        raise InvalidRequest("you cannot reach any KB; ask an admin to link you to one", kbs=[])
+    raise InvalidRequest(
+        f"pass `kb`: you can reach {len(reachable)} KBs: {', '.join(reachable)}", kbs=reachable
+    )
+
+
+def _wait_for_index(services: Services, caller: Caller, slug: str) -> None:
+    """Best effort: let the index catch up with the head before searching (read-your-writes)."""
+    status = search.status(services, caller, slug)
+    head = status["head"]
+    if head is None or head == status["indexed_version"]:
+        return
+    try:
+        search.status(services, caller, slug, wait_for=str(head), timeout=INDEX_WAIT_SECONDS)
+    except Exception:  # a slow or busy index must not fail the search; results may lag behind
+        log.warning("index of KB %s did not catch up before a search", slug, exc_info=True)
+
+
+def context_tools(binding: "Binding") -> list[Tool]:
+    """The four tools, bound to `binding` (services, caller, run)."""
+    services = binding.services
+    limits = services.options.limits
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+    def list_context_files(kb: Kb = None, prefix: Prefix = None) -> Annotated[CallToolResult, ListOutput]:
+        """List the files of a KB at its current version: path, size and sha256 of each, sorted by path.
+
+        Start with README.md, which holds the KB's rules and index.
+        """
+        caller = binding.caller()
+        slug = _resolve_kb(services, caller, kb)
+        listing = kb_files.listing(services, caller, slug, prefix or "")
+        return ok_result({"kb": slug, **listing})
+
+    def read_context_file(path: FilePath, kb: Kb = None) -> Annotated[CallToolResult, ReadOutput]:
+        """Read the current content of one file, with its sha256 and the KB version read.
+
+        Always the current file, including your own earlier writes. Keep the sha256: pass it as
+        `expected_sha256` when you change the file.
+        """
+        caller = binding.caller()
+        slug = _resolve_kb(services, caller, kb)
+        found = kb_files.read(services, caller, slug, path)
+        return ok_result({"kb": slug, **found})
+
+    def write_context(
+        files: Annotated[list[FileChange], Field(min_length=1, description=_files_description(limits))],
+        ctx: Context[Any, Any],
+        kb: Kb = None,
+        message: Message = None,
+    ) -> Annotated[CallToolResult, WriteOutput]:
+        """Change one or more files of a KB in one all-or-nothing call that becomes exactly one version.
+
+        Put one complete update in one call. Never write secrets, credentials, tokens or raw
+        transcripts (refused as `secret_detected`). Returns {version, parent, files}, or {proposal} when
+        your permission is read_write_ask and an admin must approve the change.
+        """
+        caller = binding.caller()
+        slug = _resolve_kb(services, caller, kb)
+        run = binding.run_of(ctx.request_context)
+        run_id = run.id if run is not None and slug in run.mounts else None
+        try:
+            req = WriteRequest(files=files, message=message, run_id=run_id)
+        except ValidationError as exc:
+            raise InvalidRequest(f"bad write: {exc.errors(include_url=False)[0]['msg']}") from None
+        try:
+            result = writes.submit(services, caller, slug, req)
+        except ApprovalUnavailable as err:
+            how = (
+                f"KB {slug} was not mounted when this session started; open a new session"
+                if run is not None
+                else "connect over stdio (`kbserver mcp`) or with a client that opens a session (the "
+                "initialize handshake)"
+            )
+            raise ApprovalUnavailable(
+                f"your writes to {slug} need an admin's approval, which is only possible inside an MCP "
+                f"session: {how}",
+                **err.details,
+            ) from None
+        data = result.model_dump(mode="json") if isinstance(result, WriteResult) else result
+        return ok_result(data)
+
+    def search_context(
+        query: Query, kb: Kb = None, limit: Limit = 10, prefix: Prefix = None
+    ) -> Annotated[CallToolResult, SearchOutput]:
+        """Full-text search of a KB's current version; best hits first, each with a snippet.
+
+        Read a hit with read_context_file before relying on it or changing it.
+        """
+        caller = binding.caller()
+        slug = _resolve_kb(services, caller, kb)
+        _wait_for_index(services, caller, slug)
+        found = search.query(services, caller, slug, query, limit=limit, prefix=prefix)
+        hits = found["hits"]
+        assert isinstance(hits, list)
+        return ok_result({"hits": [{"kb": slug, **hit} for hit in hits]})
+
+    write_annotations = ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
+    )
+    return [
+        _tool(list_context_files, "List KB files", read_only),
+        _tool(read_context_file, "Read a KB file", read_only),
+        _tool(write_context, "Write to a KB", write_annotations),
+        _tool(search_context, "Search a KB", read_only),
+    ]
+
+
+def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:
+    description = inspect.cleandoc(fn.__doc__ or "")
+    return KBTool.from_function(fn, title=title, description=description, annotations=annotations)
