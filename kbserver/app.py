@@ -1,0 +1,104 @@
+"""Composition root of the server: build the services and the Starlette app, bootstrap a data folder."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+
+from kbserver.api import api_routes, openapi_document
+from kbserver.api.errors import EXCEPTION_HANDLERS
+from kbserver.api.observe import Metrics, ObserveMiddleware, metrics_endpoint
+from kbserver.config import Settings, admin_token
+from kbserver.mcp import mount_mcp
+from kbserver.services import Services
+from kbserver.services import kbs as kbs_service
+from kbserver.services.auth import ADMIN
+
+__all__ = ["bootstrap", "create_app", "sample_folder"]
+
+log = logging.getLogger("kbserver")
+
+
+def sample_folder() -> Path | None:
+    """sample_kb/ next to the package (source checkout) or in the working folder (container)."""
+    for candidate in (Path(__file__).resolve().parent.parent / "sample_kb", Path.cwd() / "sample_kb"):
+        if (candidate / "README.md").is_file():
+            return candidate
+    return None
+
+
+def bootstrap(settings: Settings, services: Services) -> bool:
+    """On an empty data folder import sample_kb/ as the KB `sample`. Returns True when it did."""
+    if not settings.sample or services.repos.slugs():
+        return False
+    folder = sample_folder()
+    if folder is None:
+        log.warning("sample_kb/ not found; starting without the sample KB")
+        return False
+    kbs_service.import_folder(
+        services, ADMIN, "sample", folder, description="Sample KB: a small team's shared agent memory"
+    )
+    return True
+
+
+async def healthz(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def openapi_json(request: Request) -> Response:
+    return JSONResponse(request.app.state.openapi)
+
+
+def create_app(
+    settings: Settings,
+    services: Services | None = None,
+    *,
+    mcp_extra_tools: Sequence[Callable[..., Any]] = (),
+) -> Starlette:
+    """The whole server as one ASGI app. It owns `services` when it creates them.
+
+    `mcp_extra_tools` adds MCP tools (the benchmark's no-op baseline); the product ships none.
+    """
+    owned = services is None
+    svc = services or Services(settings.data, settings.options())
+    token = admin_token(settings)
+    metrics = Metrics()
+    svc.commit_hooks.append(lambda slug, _version: metrics.commits.labels(slug).inc())
+
+    mcp_route, mcp_lifespan = mount_mcp(svc, token, settings.allowed_hosts, extra_tools=mcp_extra_tools)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        svc.start()
+        async with mcp_lifespan:
+            try:
+                yield
+            finally:
+                if owned:
+                    svc.close()
+                else:
+                    svc.indexer.stop()
+
+    routes: list[BaseRoute] = [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
+        Route("/openapi.json", openapi_json, methods=["GET"]),
+        Mount("/api/v1", routes=api_routes()),
+        mcp_route,
+    ]
+    app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
+    app.state.services = svc
+    app.state.admin_token = token
+    app.state.metrics = metrics
+    app.state.settings = settings
+    app.state.openapi = openapi_document()
+    app.add_middleware(ObserveMiddleware, metrics=metrics, router=app.router)
+    return app

@@ -1,0 +1,242 @@
+"""Command line: `kbserver serve`, KB and agent management, import, mount, reindex, fsck, mcp."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kbserver import __version__
+from kbserver.config import Settings, admin_token
+from kbserver.core.errors import KBError
+from kbserver.services import Services, agents, files, health, kbs
+from kbserver.services.auth import ADMIN
+
+__all__ = ["main"]
+
+
+class _Progress:
+    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, done: int, total: int | None = None) -> None:
+        now = time.monotonic()
+        final = total is not None and done >= total
+        if not final and now - self._last < 0.1:
+            return
+        self._last = now
+        if total:
+            width = 30
+            filled = int(width * done / total)
+            line = f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+        else:
+            line = f"\r{self.label} {done}"
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            sys.stderr.write("\n")
+
+
+def _services(args: argparse.Namespace) -> tuple[Settings, Services]:
+    settings = Settings.from_env(data=args.data)
+    options = settings.options()
+    return settings, Services(settings.data, options)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from kbserver.app import bootstrap, create_app
+
+    settings = Settings.from_env(data=args.data, host=args.host, port=args.port)
+    logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
+    services = Services(settings.data, settings.options())
+    if bootstrap(settings, services):
+        print(f"imported sample_kb/ as KB 'sample' into {settings.data}")
+    app = create_app(settings, services)
+    token = admin_token(settings)
+    print(f"kbserver {__version__} on http://{settings.host}:{settings.port}")
+    print(f"admin:  http://{settings.host}:{settings.port}/admin")
+    print(f"admin token: {token}", flush=True)
+    try:
+        uvicorn.run(app, host=settings.host, port=settings.port, access_log=False, log_level="warning")
+    finally:
+        services.close()
+    return 0
+
+
+def _kb_create(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        kb = kbs.create(services, ADMIN, args.slug, args.description)
+    print(json.dumps(kb))
+    return 0
+
+
+def _agent_create(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
+    with _closing(services):
+        agent, token = agents.create(services, ADMIN, args.name, args.parent, tools, args.auto_record)
+    print(f"created agent {agent['name']} (tools: {', '.join(agent['tools'])}); its token, shown once:")  # type: ignore[arg-type]
+    print(token)
+    return 0
+
+
+def _link(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        agents.link(services, ADMIN, args.agent, args.slug, args.permission)
+    print(f"linked agent {args.agent} to KB {args.slug} with {args.permission}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    bar = _Progress(f"importing {args.folder}")
+    with _closing(services):
+        result = kbs.import_folder(services, ADMIN, args.slug, Path(args.folder), bar, args.description)
+    bar.close()
+    for skipped in result.skipped:
+        print(f"skipped {skipped}", file=sys.stderr)
+    print(f"imported {result.files} files into KB {result.slug} as version {result.version}")
+    return 0
+
+
+def _mount(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    bar = _Progress(f"writing {args.dir}")
+    with _closing(services):
+        out = files.export(services, ADMIN, args.slug, Path(args.dir), args.version, bar)
+    bar.close()
+    print(
+        f"wrote {out['files']} files of KB {args.slug} at version {out['version']} to {args.dir} (read-only)"
+    )
+    return 0
+
+
+def _reindex(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        slugs = [args.slug] if args.slug else services.repos.slugs()
+        for slug in slugs:
+            kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
+            bar = _Progress(f"reindexing {slug}")
+            version = services.indexer.catch_up(slug, bar, rebuild=True)
+            bar.close()
+            print(f"{slug}: index rebuilt at version {version}")
+    return 0
+
+
+def _fsck(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        problems = health.fsck(services)
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    print("fsck: ok" if not problems else f"fsck: {len(problems)} problem(s)")
+    return 0 if not problems else 2
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from kbserver.mcp import run_stdio
+
+    _, services = _services(args)
+    with _closing(services):
+        run_stdio(services, args.agent)
+    return 0
+
+
+class _closing:
+    def __init__(self, services: Services) -> None:
+        self.services = services
+
+    def __enter__(self) -> Services:
+        return self.services
+
+    def __exit__(self, *exc: object) -> None:
+        self.services.close()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kbserver", description="Versioned memory for AI agents.")
+    parser.add_argument("--version", action="version", version=f"kbserver {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def command(
+        name: str,
+        fn: Callable[[argparse.Namespace], int],
+        help_: str,
+        parent: argparse._SubParsersAction[argparse.ArgumentParser] | None = None,
+    ) -> argparse.ArgumentParser:
+        p = (parent or sub).add_parser(name, help=help_, description=help_)
+        p.add_argument("--data", default=None, help="data folder (default ./kbdata or $KBSERVER_DATA)")
+        p.set_defaults(fn=fn)
+        return p
+
+    p = command("serve", _serve, "run the server (HTTP API, MCP, git clone)")
+    p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+
+    kb = sub.add_parser("kb", help="manage KBs").add_subparsers(dest="kb_command", required=True)
+    p = command("create", _kb_create, "create a KB", kb)
+    p.add_argument("slug")
+    p.add_argument("--description", default="")
+
+    agent = sub.add_parser("agent", help="manage agents").add_subparsers(dest="agent_command", required=True)
+    p = command("create", _agent_create, "create an agent; prints its token on the last line", agent)
+    p.add_argument("name")
+    p.add_argument("--parent", default=None)
+    p.add_argument("--tools", default=None, help="comma-separated tool sets (default: context)")
+    p.add_argument("--auto-record", action="store_true", help="teach the agent to record what it learns")
+
+    p = command("link", _link, "give an agent a permission on a KB")
+    p.add_argument("agent")
+    p.add_argument("slug")
+    p.add_argument("--permission", required=True, choices=["read", "read_write", "read_write_ask"])
+
+    p = command("mount", _mount, "write a read-only copy of a version to a folder")
+    p.add_argument("slug")
+    p.add_argument("dir")
+    p.add_argument("--version", dest="version", default=None)
+
+    p = command("import", _import, "import a folder of text files as one version")
+    p.add_argument("slug")
+    p.add_argument("folder")
+    p.add_argument("--description", default="")
+
+    p = command("reindex", _reindex, "rebuild the search index of one or every KB")
+    p.add_argument("slug", nargs="?")
+
+    command("fsck", _fsck, "check every repository and the control plane")
+
+    p = command("mcp", _mcp, "serve MCP over stdio for one agent")
+    p.add_argument("--agent", required=True)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        code: int = args.fn(args)
+    except KBError as err:
+        print(f"error: {err.code}: {err.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

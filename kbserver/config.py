@@ -1,0 +1,85 @@
+"""Settings: the only place (with app.py and cli.py) that reads the environment."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbserver.core.model import Limits
+from kbserver.services.context import Options
+
+__all__ = ["ENV_PREFIX", "Settings", "admin_token"]
+
+ENV_PREFIX = "KBSERVER_"
+
+
+class Settings(BaseModel):
+    """Every setting, each also readable from `KBSERVER_<NAME>` (e.g. KBSERVER_PORT)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    data: Path = Field(default=Path("./kbdata"), description="the data folder")
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=8765, ge=0, le=65535, description="port to listen on")
+    admin_token: str | None = Field(
+        default=None, description="the admin token; generated once into DATA/admin-token when unset"
+    )
+    max_file_bytes: int = Field(default=256 * 1024, ge=1, description="default size limit of one file")
+    max_files: int = Field(default=20, ge=1, description="default limit of files per write")
+    run_ttl_seconds: float = Field(default=24 * 3600, gt=0, description="how long a run's snapshot lives")
+    fsync: bool = Field(default=True, description="fsync objects and refs before acknowledging a write")
+    index_poll_seconds: float = Field(
+        default=1.0, gt=0, description="how often the index looks for commits made by other processes"
+    )
+    allowed_hosts: list[str] = Field(
+        default_factory=list,
+        description="extra Host values accepted by /mcp behind a proxy (DNS-rebinding protection)",
+    )
+    sample: bool = Field(
+        default=True, description="import sample_kb/ as KB `sample` into an empty data folder"
+    )
+    log_level: str = Field(default="INFO", description="log level of the server")
+
+    @classmethod
+    def from_env(cls, **overrides: object) -> Settings:
+        """Settings from KBSERVER_* variables, then explicit overrides (e.g. CLI options)."""
+        values: dict[str, object] = {}
+        for name, field in cls.model_fields.items():
+            raw = os.environ.get(ENV_PREFIX + name.upper())
+            if raw is None:
+                continue
+            if field.annotation == list[str]:
+                values[name] = [h.strip() for h in raw.split(",") if h.strip()]
+            else:
+                values[name] = raw
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)
+
+    def options(self) -> Options:
+        return Options(
+            limits=Limits(max_file_bytes=self.max_file_bytes, max_files=self.max_files),
+            run_ttl_seconds=self.run_ttl_seconds,
+            fsync=self.fsync,
+            index_poll_seconds=self.index_poll_seconds,
+        )
+
+
+def admin_token(settings: Settings) -> str:
+    """The admin token: from the settings, else read or generated once into DATA/admin-token (0600)."""
+    if settings.admin_token:
+        return settings.admin_token
+    path = settings.data / "admin-token"
+    settings.data.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return path.read_text().strip()
+    token = "kba_" + secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return token
