@@ -1,0 +1,102 @@
+"""Helpers shared by the tests: fsck, state snapshots, agents, a live server subprocess."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from kbserver.services import Services, agents
+from kbserver.services.auth import ADMIN
+
+ADMIN_TOKEN = "test-admin-token"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def git_fsck(repo: Path) -> None:
+    """C git's full, strict fsck must pass (dangling objects are allowed)."""
+    assert shutil.which("git"), "C git is needed by the tests"
+    proc = subprocess.run(
+        ["git", "fsck", "--full", "--strict", "--no-dangling"], cwd=repo, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def state(services: Services, slug: str) -> tuple[str | None, dict[str, str]]:
+    """(head, {path: blob id}): what must stay equal when a call is rejected."""
+    repo = services.repos.repo(slug)
+    head = repo.head()
+    return head, {p: b.decode() for p, b in repo.view(head).walk()}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def make_agent(services: Services, name: str, links: dict[str, str], **kw: object) -> dict[str, str]:
+    """Create an agent with links; returns its auth headers."""
+    _, token = agents.create(services, ADMIN, name, **kw)  # type: ignore[arg-type]
+    for slug, permission in links.items():
+        agents.link(services, ADMIN, name, slug, permission)
+    return {"Authorization": f"Bearer {token}"}
+
+
+class LiveServer:
+    """`kbserver serve` in a subprocess on a free loopback port."""
+
+    def __init__(self, data: Path, env: dict[str, str] | None = None) -> None:
+        self.data = data
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "KBSERVER_ADMIN_TOKEN": ADMIN_TOKEN, **(env or {})}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> LiveServer:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kbserver.cli",
+                "serve",
+                "--data",
+                str(self.data),
+                "--port",
+                str(self.port),
+            ],
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
+                raise RuntimeError(f"server exited with {self.proc.returncode}: {out}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("server did not become healthy within 60 s")
+
+    def kill(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()

@@ -1,0 +1,120 @@
+"""Cross-process safety: two processes writing one KB lose nothing; SIGKILL during writes loses no ack."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+import multiprocessing
+import os
+import signal
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+
+from kbserver.core.model import Append, Create, WriteRequest
+from kbserver.services import Services, kbs, writes
+from kbserver.services.auth import ADMIN
+from tests.helpers import ADMIN_TOKEN, LiveServer, git_fsck
+
+pytestmark = pytest.mark.slow
+
+
+def _writer_process(data: str, name: str, count: int) -> None:
+    services = Services(Path(data))
+    try:
+        for i in range(count):
+            req = WriteRequest(
+                files=[
+                    Create(path=f"{name}/{i}.md", mode="create", content=f"{name} {i}\n"),
+                    Append(path="shared.md", mode="append", content=f"{name} {i}\n"),
+                ]
+            )
+            writes.submit(services, ADMIN, "race", req)
+    finally:
+        services.close()
+
+
+def test_two_processes_lose_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    services = Services(data)
+    kbs.create(services, ADMIN, "race")
+    writes.submit(
+        services, ADMIN, "race", WriteRequest(files=[Create(path="shared.md", mode="create", content="")])
+    )
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer_process, args=(str(data), f"p{n}", 25)) for n in range(2)]
+    for p in procs:
+        p.start()
+    # and this process writes too, concurrently
+    _writer_process(str(data), "main", 25)
+    for p in procs:
+        p.join(timeout=240)
+        assert p.exitcode == 0
+    repo = services.repos.repo("race")
+    files = dict(repo.view(repo.head()).walk())
+    assert len(files) == 2 + 75
+    shared = (repo.view(repo.head()).read("shared.md") or b"").decode().splitlines()
+    assert sorted(shared) == sorted(f"{n} {i}" for n in ("p0", "p1", "main") for i in range(25))
+    assert len(list(repo.first_parents(repo.head()))) == 2 + 75
+    services.close()
+    git_fsck(data / "kbs" / "race.git")
+
+
+def test_sigkill_during_writes_keeps_every_acknowledged_write(tmp_path: Path) -> None:
+    server = LiveServer(tmp_path / "data").start()
+    auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    assert (
+        httpx.post(server.url + "/api/v1/kbs", json={"slug": "crash"}, headers=auth, timeout=30).status_code
+        == 201
+    )
+    acked: dict[str, str] = {}
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def work(n: int) -> None:
+        with httpx.Client(base_url=server.url, headers=auth, timeout=30) as c:
+            for i in range(400):
+                if stop.is_set():
+                    return
+                path, content = f"w{n}/{i}.md", f"writer {n} note {i}\n"
+                try:
+                    r = c.post(
+                        "/api/v1/kbs/crash/write",
+                        json={"files": [{"path": path, "mode": "create", "content": content}]},
+                    )
+                except httpx.HTTPError:
+                    return  # the server died mid-request: not acknowledged
+                if r.status_code == 200:
+                    with lock:
+                        acked[path] = hashlib.sha256(content.encode()).hexdigest()
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(work, n) for n in range(4)]
+        for _ in range(600):  # wait (bounded) until a good number of writes were acknowledged
+            with lock:
+                if len(acked) >= 40:
+                    break
+            stop.wait(0.05)
+        assert server.proc is not None
+        os.kill(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(timeout=30)
+        stop.set()
+        for f in futures:
+            f.result(timeout=60)
+    assert len(acked) >= 40
+    restarted = LiveServer(tmp_path / "data").start()
+    try:
+        with httpx.Client(base_url=restarted.url, headers=auth, timeout=30) as c:
+            listing = {f["path"]: f["sha256"] for f in c.get("/api/v1/kbs/crash/files").json()["files"]}
+            missing = {p for p in acked if listing.get(p) != acked[p]}
+            assert not missing, f"acknowledged writes lost: {sorted(missing)[:5]}"
+            r = c.post(
+                "/api/v1/kbs/crash/write",
+                json={"files": [{"path": "after.md", "mode": "create", "content": "still writable\n"}]},
+            )
+            assert r.status_code == 200, r.text
+    finally:
+        restarted.stop()
+    git_fsck(tmp_path / "data" / "kbs" / "crash.git")
