@@ -67,11 +67,35 @@ class _ObjectCache:
                 return obj
         obj = self._store[ObjectID(sha)]
         if obj.type_name != b"blob":
-            with self._lock:
-                self._items[sha] = obj
-                if len(self._items) > self._size:
-                    self._items.popitem(last=False)
+            self.remember(obj)
         return obj
+
+    def remember(self, obj: ShaFile) -> None:
+        """Keep `obj` (a commit or tree the caller must not mutate afterwards)."""
+        with self._lock:
+            self._items[obj.id] = obj
+            if len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+class CachingStore:
+    """The object store as `commit_tree_changes` sees it: reads served from the cache, as copies.
+
+    `commit_tree_changes` mutates the trees it reads, so every read hands out a fresh copy; the trees
+    and commits it writes are remembered, since the next commit reads exactly those.
+    """
+
+    def __init__(self, repo: Repo, cache: _ObjectCache) -> None:
+        self._store = repo.object_store
+        self._cache = cache
+
+    def __getitem__(self, sha: ObjectID) -> ShaFile:
+        return self._cache(sha).copy()
+
+    def add_object(self, obj: ShaFile) -> None:
+        self._store.add_object(obj)
+        if obj.type_name != b"blob":
+            self._cache.remember(obj.copy())
 
 
 class TreeView:
@@ -146,6 +170,7 @@ class KBRepo:
         self.path = path
         self.git = Repo(path)
         self.get = _ObjectCache(self.git)
+        self.writable = CachingStore(self.git, self.get)
         self._digests: dict[bytes, tuple[int, str]] = {}
 
     def close(self) -> None:

@@ -10,21 +10,34 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import cast
 
 from dulwich.file import FileLocked
-from dulwich.object_store import commit_tree_changes
+from dulwich.index import (
+    validate_path,
+    validate_path_element_default,
+    validate_path_element_hfs,
+    validate_path_element_ntfs,
+)
+from dulwich.object_store import BaseObjectStore, DiskObjectStore, commit_tree_changes
 from dulwich.objects import Blob, Commit, ObjectID, Tree
 from dulwich.refs import Ref
+from dulwich.repo import Repo
 
 from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, Unavailable
 from kbserver.core.paths import parent_dirs
+from kbserver.store.durable import sync_files
 from kbserver.store.repo import MAIN, KBRepo, TreeView
 
-__all__ = ["CommitPlan", "Job", "Writer", "recover_locks"]
+__all__ = ["PACK_EVERY", "CommitPlan", "Job", "Writer", "pack_loose", "recover_locks"]
+
+# dulwich's ports of C git's verify_path: ".git", its NTFS short names and streams, its HFS+ spellings.
+_GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, validate_path_element_hfs)
 
 log = logging.getLogger(__name__)
 
 _LOCK_WAIT_SECONDS = 60.0
+PACK_EVERY = 1000  # commits; loose objects slow every read (dulwich rescans objects/pack on a miss)
 
 
 @dataclass(frozen=True)
@@ -65,14 +78,6 @@ def recover_locks(repo_path: str) -> list[str]:
     return removed
 
 
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 class Writer:
     """Serialises the writes of one KB, within the process and across processes.
 
@@ -92,6 +97,8 @@ class Writer:
         self._leading = False
         self._lockfile = os.path.join(repo.path, "kbserver.lock")
         self.on_commit: list[Callable[[str], None]] = []
+        self._since_pack = 0
+        self._packing: threading.Thread | None = None
 
     def submit(self, job: Job) -> tuple[str, str | None, object]:
         """Apply `job` as one commit on main; returns (version, parent, plan.result)."""
@@ -161,6 +168,11 @@ class Writer:
             os.close(fd)
         for p in batch:
             p.done.set()
+        self._since_pack += sum(1 for p in batch if p.outcome)
+        if self._since_pack >= PACK_EVERY and (self._packing is None or not self._packing.is_alive()):
+            self._since_pack = 0
+            self._packing = threading.Thread(target=pack_loose, args=(self._repo.path,), daemon=True)
+            self._packing.start()
         head = self._repo.head()
         if head is not None and any(p.outcome for p in batch):
             for callback in self.on_commit:
@@ -214,7 +226,7 @@ class Writer:
                 entries.append((path.encode(), 0o100644, blob.id))
         # A fresh Tree object (mutated in place, never stored) is the base of a first commit.
         base: ObjectID | Tree = ObjectID(tree_id) if tree_id is not None else Tree()
-        new_tree = commit_tree_changes(store, base, entries)
+        new_tree = commit_tree_changes(cast(BaseObjectStore, self._repo.writable), base, entries)
         objects.append(new_tree)
         view = self._repo.tree_view(new_tree, None)
         folders = {d for path in plan.changes for d in parent_dirs(path)}
@@ -232,20 +244,14 @@ class Writer:
         commit.encoding = b"UTF-8"
         commit.message = _message(plan).encode()
         store.add_object(commit)
+        self._repo.get.remember(commit)  # the next commit starts from this one
         objects.append(commit.id)
         return commit.id.decode(), new_tree, objects
 
     def _flush(self, objects: list[bytes]) -> None:
         base = os.path.join(self._repo.path, "objects")
-        folders = set()
-        for sha in objects:
-            hexsha = sha.decode()
-            path = os.path.join(base, hexsha[:2], hexsha[2:])
-            if os.path.exists(path):  # objects already packed need nothing
-                _fsync(path)
-                folders.add(os.path.dirname(path))
-        for folder in folders:
-            _fsync(folder)
+        paths = [os.path.join(base, sha.decode()[:2], sha.decode()[2:]) for sha in objects]
+        sync_files(self._repo.path, [p for p in paths if os.path.exists(p)])  # packed ones need nothing
 
     def _move_main(self, old: str | None, new: str) -> bool:
         refs = self._repo.git.refs
@@ -262,10 +268,29 @@ class Writer:
                     recover_locks(self._repo.path)
                     continue
                 return False
-            if ok:
-                _fsync(os.path.dirname(os.path.join(self._repo.path, MAIN.decode())))
+            if ok and self._fsync:  # the ref file is fsynced by dulwich; its rename needs its folder
+                sync_files(self._repo.path, [os.path.join(self._repo.path, MAIN.decode())])
             return bool(ok)
         return False
+
+
+def pack_loose(path: str) -> int:
+    """Move loose objects into one pack, made durable before any loose copy is deleted.
+
+    Safe beside writers and readers: only objects found before packing are deleted, and readers
+    that miss a loose object find it in the new pack.
+    """
+    try:
+        with Repo(path) as git:
+            store = git.object_store
+            assert isinstance(store, DiskObjectStore)
+            store.fsync_object_files = True  # the pack and its index, before the deletes
+            count = store.pack_loose_objects()
+    except Exception:
+        log.exception("packing loose objects of %s failed; they stay loose", path)
+        return 0
+    log.info("packed %d loose objects of %s", count, path)
+    return count
 
 
 def _message(plan: CommitPlan) -> str:
@@ -276,8 +301,13 @@ def _message(plan: CommitPlan) -> str:
 
 
 def _check_plan(plan: CommitPlan, tip: TreeView | None) -> None:
-    """Last guard before git: never let a file replace a folder or a folder a file."""
+    """Last guard before git: its own path checks, and never a file over a folder or a folder over a file."""
     for path, data in plan.changes.items():
+        encoded = path.encode("utf-8", "surrogateescape")
+        if not all(validate_path(encoded, check) for check in _GIT_PATH_CHECKS):
+            raise InvalidRequest(
+                f"{path} is a name git refuses (an alias of .git); choose another", path=path
+            )
         if data is None:
             if tip is None or tip.read(path) is None:
                 raise InvalidRequest(f"cannot delete {path}: there is no file there", path=path)
