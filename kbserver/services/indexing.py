@@ -8,10 +8,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kbserver.core.errors import KBError
-from kbserver.index import IndexCorrupt, SearchIndex
+from kbserver.index import IndexCorrupt, SearchIndex, SearchResult
 
 if TYPE_CHECKING:
     from kbserver.services.context import Services
@@ -104,6 +104,20 @@ class Indexer:
                     ix = SearchIndex(folder)
                 self._indexes[slug] = ix
             return ix
+
+    def search(self, slug: str, q: str, **options: Any) -> SearchResult:
+        """Search `slug`'s index; an index found damaged while searching is rebuilt from git first."""
+        try:
+            return self.index(slug).search(q, **options)
+        except IndexCorrupt:
+            log.warning("index of KB %s is damaged; rebuilding it from git", slug)
+            with self._lock(slug), self._mutex:
+                broken = self._indexes.pop(slug, None)
+                if broken is not None:
+                    broken.close()
+                shutil.rmtree(self._folder / slug, ignore_errors=True)
+            self.catch_up(slug)
+            return self.index(slug).search(q, **options)
 
     def indexed_version(self, slug: str) -> str | None:
         if not self._enabled:

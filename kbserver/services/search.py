@@ -33,8 +33,9 @@ def query(
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if offset < 0:
         raise InvalidRequest("offset must be 0 or more", offset=offset)
-    ix = services.indexer.index(slug)
-    result = ix.search(q, limit=limit, offset=offset, prefix=prefix or None, filters=filters)
+    result = services.indexer.search(
+        slug, q, limit=limit, offset=offset, prefix=prefix or None, filters=filters
+    )
     return {
         "hits": [{"path": h.path, "score": round(h.score, 4), "snippet": h.snippet} for h in result.hits],
         "total": result.total,
