@@ -200,3 +200,39 @@ def test_stale_proposal_stays_pending_then_rejected(
     r = client.get(f"/api/v1/kbs/{kb}/proposals", params={"status": "bogus"}, headers=admin)
     assert r.status_code == 400
     assert state(services, kb) == before
+
+
+def test_snapshot_holds_under_concurrent_writes(client: TestClient, kb: str, agent: dict[str, str]) -> None:
+    import threading
+
+    write(client, kb, agent, create("shared.md", "v0\n"))
+    run = client.post("/api/v1/runs", json={}, headers=agent).json()
+    pinned = run["mounts"][kb]
+    stop = threading.Event()
+
+    def writer() -> None:
+        for i in range(30):
+            if stop.is_set():
+                return
+            write(
+                client,
+                kb,
+                agent,
+                {"path": "shared.md", "mode": "append", "content": f"v{i + 1}\n"},
+                create(f"new/{i}.md", "x"),
+            )
+
+    threads = [threading.Thread(target=writer) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        for _ in range(30):
+            f = client.get(f"/api/v1/runs/{run['id']}/kbs/{kb}/files/shared.md", headers=agent).json()
+            assert (f["content"], f["version"]) == ("v0\n", pinned)
+            listing = client.get(f"/api/v1/runs/{run['id']}/kbs/{kb}/files", headers=agent).json()
+            assert [x["path"] for x in listing["files"]] == ["README.md", "shared.md"]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(timeout=120)
+    assert client.get(f"/api/v1/kbs/{kb}/files/shared.md", headers=agent).json()["content"] != "v0\n"
