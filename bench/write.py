@@ -116,9 +116,20 @@ def service_writes(services: Services, slug: str, paths: list[str], n: int) -> l
     return timed(n, step)
 
 
+def wait_indexed(c: httpx.Client, slug: str) -> None:
+    """Let the server finish its start-up index build, so HTTP writes are timed on a settled server."""
+    head = c.get(f"/api/v1/kbs/{slug}").json()["head"]
+    for _ in range(60):
+        r = c.get(f"/api/v1/kbs/{slug}/index", params={"wait_for": head, "timeout": 60}, timeout=90)
+        if r.json().get("covered"):
+            return
+    raise RuntimeError(f"index of {slug} not built within an hour")
+
+
 def http_writes(url: str, slug: str, paths: list[str], n: int) -> list[float]:
     target = paths[len(paths) // 2 + 1]
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+        wait_indexed(c, slug)
 
         def step(i: int) -> None:
             r = c.post(
