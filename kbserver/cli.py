@@ -67,7 +67,8 @@ def _serve(args: argparse.Namespace) -> int:
     app = create_app(settings, services)
     token = admin_token(settings)
     print(f"kbserver {__version__} on http://{settings.host}:{settings.port}")
-    print(f"admin:  http://{settings.host}:{settings.port}/admin")
+    # The web admin (/admin) is not built yet: the admin URL is the API's, described by /openapi.json.
+    print(f"admin URL: http://{settings.host}:{settings.port}/api/v1 (API description: /openapi.json)")
     print(f"admin token: {token}", flush=True)
     try:
         uvicorn.run(app, host=settings.host, port=settings.port, access_log=False, log_level="warning")

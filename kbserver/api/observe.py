@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Match
+from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 __all__ = ["Metrics", "ObserveMiddleware", "metrics_endpoint"]
@@ -43,16 +43,14 @@ class Metrics:
 
 
 def _route_name(app: Any, scope: Scope) -> str:
+    """The route template that serves `scope` (`/api/v1/kbs/{slug}/write`), for low-cardinality labels."""
     for route in getattr(app, "routes", []):
         match, child = route.matches(scope)
         if match == Match.FULL:
-            inner = getattr(route, "app", None)
             path = getattr(route, "path", "")
-            if inner is not None and hasattr(inner, "routes"):
-                sub = dict(scope, **child)
-                sub["root_path"] = scope.get("root_path", "") + path
-                sub["path"] = scope["path"][len(path) :] if scope["path"].startswith(path) else scope["path"]
-                return path + _route_name(inner, sub)
+            inner = getattr(route, "app", None)
+            if isinstance(route, Mount) and inner is not None and hasattr(inner, "routes"):
+                return path + _route_name(inner, {**scope, **child})
             return path or "/"
     return "unmatched"
 
@@ -71,6 +69,7 @@ class ObserveMiddleware:
             return
         start = time.perf_counter()
         status = 500
+        route = _route_name(self.router, dict(scope))  # before routing, which updates scope in place
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -82,7 +81,6 @@ class ObserveMiddleware:
             await self.app(scope, receive, send_wrapper)
         finally:
             elapsed = time.perf_counter() - start
-            route = _route_name(self.router, scope)
             method = scope["method"]
             self.metrics.requests.labels(method, route, str(status)).inc()
             self.metrics.latency.labels(method, route).observe(elapsed)

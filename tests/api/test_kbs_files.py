@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from starlette.testclient import TestClient
 
 from kbserver.services import Services
@@ -141,3 +142,28 @@ def test_read_only_agent_cannot_write(client: TestClient, services: Services, kb
     )
     assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden")
     assert client.get(f"/api/v1/kbs/{kb}", headers=reader).json()["head"] == head
+
+
+def test_metrics_and_access_log(
+    client: TestClient, kb: str, agent: dict[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    import json
+
+    with caplog.at_level("INFO", logger="kbserver.access"):
+        r = client.post(
+            f"/api/v1/kbs/{kb}/write",
+            headers=agent,
+            json={"files": [{"path": "m.md", "mode": "create", "content": "x"}]},
+        )
+        assert r.status_code == 200
+        client.get(f"/api/v1/kbs/{kb}/files/nope.md", headers=agent)
+    lines = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "kbserver.access"]
+    assert lines[0]["route"] == "/api/v1/kbs/{slug}/write" and lines[0]["caller"] == "agent:bob"
+    assert lines[1]["status"] == 404 and lines[1]["error"] == "not_found"
+    text = client.get("/metrics").text
+    assert (
+        'kbserver_http_requests_total{method="POST",route="/api/v1/kbs/{slug}/write",status="200"} 1.0'
+        in text
+    )
+    assert f'kbserver_commits_total{{kb="{kb}"}} 2.0' in text  # the KB's first version and the write
+    assert "kbserver_write_seconds_count 1.0" in text
