@@ -85,6 +85,14 @@ def _kb_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kb_limits(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        kb = kbs.set_limits(services, ADMIN, args.slug, args.max_file_bytes, args.max_files)
+    print(json.dumps(kb["limits"]))
+    return 0
+
+
 def _agent_create(args: argparse.Namespace) -> int:
     _, services = _services(args)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
@@ -194,6 +202,10 @@ def _parser() -> argparse.ArgumentParser:
     p = command("create", _kb_create, "create a KB", kb)
     p.add_argument("slug")
     p.add_argument("--description", default="")
+    p = command("limits", _kb_limits, "set a KB's write limits (prints them)", kb)
+    p.add_argument("slug")
+    p.add_argument("--max-file-bytes", type=int, default=None, help="size limit of one file after a change")
+    p.add_argument("--max-files", type=int, default=None, help="files per write")
 
     agent = sub.add_parser("agent", help="manage agents").add_subparsers(dest="agent_command", required=True)
     p = command("create", _agent_create, "create an agent; prints its token on the last line", agent)

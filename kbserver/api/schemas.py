@@ -86,6 +86,7 @@ class KBOut(BaseModel):
     file_count: int
     indexed_version: str | None
     permission: str | None = None
+    limits: dict[str, int] | None = None
 
 
 class FilesQuery(_In):

@@ -16,7 +16,7 @@ from kbserver.services.auth import permission, require_read
 from kbserver.services.context import Services
 from kbserver.store import CommitPlan
 
-__all__ = ["ImportResult", "create", "describe", "import_folder", "visible"]
+__all__ = ["ImportResult", "create", "describe", "import_folder", "set_limits", "visible"]
 
 _SLUG = re.compile(SLUG_PATTERN)
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules"}
@@ -92,7 +92,33 @@ def describe(services: Services, caller: Caller, slug: str) -> dict[str, object]
         "file_count": sum(1 for _ in repo.view(head).walk()),
         "indexed_version": services.indexer.indexed_version(slug),
         "permission": permission(caller, slug),
+        "limits": services.limits(slug).model_dump(),
     }
+
+
+def set_limits(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    max_file_bytes: int | None = None,
+    max_files: int | None = None,
+) -> dict[str, object]:
+    """Set a KB's own write limits (None keeps the current value).
+
+    Raises Forbidden, NotFound, InvalidRequest.
+    """
+    if not caller.is_admin:
+        raise Forbidden("only the admin can change a KB's limits")
+    require_read(services, caller, slug)
+    row = services.control.kb(slug)
+    current = dict(row.limits) if row else {}
+    for name, value in (("max_file_bytes", max_file_bytes), ("max_files", max_files)):
+        if value is not None:
+            if not isinstance(value, int) or value < 1:
+                raise InvalidRequest(f"{name} must be a positive whole number", **{name: value})
+            current[name] = value
+    services.control.set_limits(slug, current)
+    return describe(services, caller, slug)
 
 
 @dataclass(frozen=True)

@@ -96,7 +96,6 @@ class Writer:
         self._queue: list[_Pending] = []
         self._leading = False
         self._lockfile = os.path.join(repo.path, "kbserver.lock")
-        self.on_commit: list[Callable[[str], None]] = []
         self._since_pack = 0
         self._packing: threading.Thread | None = None
 
@@ -173,10 +172,6 @@ class Writer:
             self._since_pack = 0
             self._packing = threading.Thread(target=pack_loose, args=(self._repo.path,), daemon=True)
             self._packing.start()
-        head = self._repo.head()
-        if head is not None and any(p.outcome for p in batch):
-            for callback in self.on_commit:
-                callback(head)
 
     def _commit_batch(self, batch: list[_Pending]) -> None:
         deadline = time.monotonic() + _LOCK_WAIT_SECONDS

@@ -132,3 +132,12 @@ def test_generated_admin_token_is_private(tmp_path: Path) -> None:
     assert token_file.read_text().strip() == token
     assert stat.S_IMODE(token_file.stat().st_mode) == 0o600
     assert admin_token(Settings(data=data)) == token  # generated once
+
+
+def test_kb_limits(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    kbserver(data, "kb", "create", "lim")
+    out = kbserver(data, "kb", "limits", "lim", "--max-files", "3")
+    assert '"max_files": 3' in out.stdout and '"max_file_bytes": 262144' in out.stdout
+    bad = kbserver(data, "kb", "limits", "lim", "--max-files", "0", check=False)
+    assert bad.returncode == 1 and "invalid_request" in bad.stderr
