@@ -100,3 +100,16 @@ class LiveServer:
                 self.proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+
+
+class DictTree:
+    """A tree held in a dict of path -> bytes; folders are implied by the paths under them."""
+
+    def __init__(self, files: dict[str, bytes]) -> None:
+        self.files = files
+
+    def read(self, path: str) -> bytes | None:
+        return self.files.get(path)
+
+    def is_dir(self, path: str) -> bool:
+        return any(p.startswith(path + "/") for p in self.files)

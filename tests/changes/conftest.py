@@ -8,21 +8,9 @@ import pytest
 from pydantic import TypeAdapter
 
 from kbserver.core.model import FileChange
+from tests.helpers import DictTree
 
 _CHANGE: TypeAdapter[FileChange] = TypeAdapter(FileChange)
-
-
-class DictTree:
-    """A tree held in a dict of path -> bytes; folders are implied by the paths under them."""
-
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
-
-    def read(self, path: str) -> bytes | None:
-        return self.files.get(path)
-
-    def is_dir(self, path: str) -> bool:
-        return any(p.startswith(path + "/") for p in self.files)
 
 
 @pytest.fixture

@@ -14,20 +14,10 @@ from kbserver.changes import apply
 from kbserver.core.errors import InvalidRequest, KBError
 from kbserver.core.model import FileChange, Limits
 from kbserver.core.paths import check_path
+from tests.helpers import DictTree
 
 _CHANGE: TypeAdapter[FileChange] = TypeAdapter(FileChange)
 SECRET = "AKIA" + "Z3Q7EXAMPLE0KEY1"  # the one credential the generated texts may hold
-
-
-class DictTree:
-    def __init__(self, files: dict[str, bytes]) -> None:
-        self.files = files
-
-    def read(self, path: str) -> bytes | None:
-        return self.files.get(path)
-
-    def is_dir(self, path: str) -> bool:
-        return any(p.startswith(path + "/") for p in self.files)
 
 
 def _sha(data: bytes) -> str:
