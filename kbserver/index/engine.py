@@ -80,6 +80,7 @@ class SearchIndex:
         self._reader: _Reader | None = None
         self._writer_ix: tuple[str, Any] | None = None
         self._closed = False
+        self._unmerged = 0  # updates committed without merging since the last merge()
         if self._folder.current() is None:
             if not self._folder.is_empty():
                 raise IndexCorrupt(f"{folder} holds files that are not a kbserver index")
@@ -189,7 +190,20 @@ class SearchIndex:
             except BaseException:
                 writer.cancel()
                 raise
-            writer.commit()
+            # No merging on the write path: merges of piled-up small segments made every ~5th update
+            # slow (p95 ~60 ms at 10k). `merge()` does it when the indexer is idle.
+            writer.commit(merge=False)
+            self._unmerged += 1
+
+    def merge(self) -> bool:
+        """Merge small segments (Whoosh's default policy) if updates left some; True if it ran."""
+        if self._closed or self._unmerged == 0:
+            return False
+        with self._folder.write_lock(self._lock_timeout):
+            writer = self._write_index().writer(timeout=self._lock_timeout)
+            writer.commit()  # no new documents: only the merge policy runs
+            self._unmerged = 0
+        return True
 
     def _docnums(self, writer: Any, paths: list[str]) -> set[int] | None:
         """Document numbers of `paths`, found with the shared searcher; None if it sees other segments.

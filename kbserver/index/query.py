@@ -39,7 +39,17 @@ def _term(token: str) -> Any:
     if len(token) == 1 and is_cjk(token):
         # One CJK character: bigrams cannot find it, the unigram field can (see the analyzer notes).
         return q.Term(CHARS, token)
-    return q.Or([q.Term(field, token, boost=boost) for field, boost in SEARCH_FIELDS.items()])
+    return _fields([q.Term(field, token, boost=boost) for field, boost in SEARCH_FIELDS.items()])
+
+
+def _fields(queries: list[Any]) -> Any:
+    """One term or phrase over every searchable field.
+
+    DefaultOr, not Or: for small segments Or picks a matcher that fills and clears a 2,048-slot
+    array in Python per field group; after 50 writes (7 segments) that made queries 2-4x slower
+    (measured at 10k notes: zebra 4.5 -> 1.9 ms, git 9.5 -> 6.0 ms; same hits and scores).
+    """
+    return q.DefaultOr(queries)
 
 
 def _match(clause: _Clause) -> Any:
@@ -47,7 +57,7 @@ def _match(clause: _Clause) -> Any:
         return _term(clause.tokens[0])
     # Several tokens from one chunk (a CJK run, "coffee-prefs", a quoted phrase) must be adjacent.
     words = list(clause.tokens)
-    return q.Or([q.Phrase(field, words, boost=boost) for field, boost in SEARCH_FIELDS.items()])
+    return _fields([q.Phrase(field, words, boost=boost) for field, boost in SEARCH_FIELDS.items()])
 
 
 def _any(queries: list[Any]) -> Any:

@@ -84,6 +84,18 @@ class Indexer:
                     log.exception("indexing KB %s failed; it will be retried", slug)
             with self._changed:
                 self._changed.notify_all()
+                idle = not self._pending
+            if idle:  # merge small segments off the write path, once the queue is empty
+                self._merge_all()
+
+    def _merge_all(self) -> None:
+        with self._mutex:
+            opened = list(self._indexes.items())
+        for slug, ix in opened:
+            try:
+                ix.merge()
+            except Exception:
+                log.exception("merging the index of KB %s failed; it will be retried", slug)
 
     # -- indexes -----------------------------------------------------------------------------------
     def _lock(self, slug: str) -> threading.Lock:

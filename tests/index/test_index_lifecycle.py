@@ -296,3 +296,17 @@ def test_update_without_the_shared_searcher_fast_path(
         ix.update("v2", {"a.md": "cherry"}, ["b.md"])
         assert ix.paths() == {"a.md": sha256("cherry")}
         assert ix.indexed_version() == "v2"
+
+
+def test_updates_leave_merging_to_merge(tmp_path: Path) -> None:
+    ix = SearchIndex(tmp_path / "ix")
+    try:
+        for i in range(6):
+            ix.update(f"v{i}", {f"n{i}.md": f"walrus number {i}"}, [])
+        assert ix.merge() is True
+        assert ix.merge() is False  # nothing left to merge
+        result = ix.search("walrus", limit=20)
+        assert result.total == 6 and result.version == "v5"
+        assert sorted(ix.paths()) == [f"n{i}.md" for i in range(6)]
+    finally:
+        ix.close()
