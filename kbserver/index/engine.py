@@ -195,6 +195,11 @@ class SearchIndex:
             writer.commit(merge=False)
             self._unmerged += 1
 
+    @property
+    def unmerged(self) -> int:
+        """Updates this process committed since the last merge()."""
+        return self._unmerged
+
     def merge(self) -> bool:
         """Merge small segments (Whoosh's default policy) if updates left some; True if it ran."""
         if self._closed or self._unmerged == 0:

@@ -16,7 +16,10 @@ from kbserver.index import IndexCorrupt, SearchIndex, SearchResult
 if TYPE_CHECKING:
     from kbserver.services.context import Services
 
-__all__ = ["Indexer"]
+__all__ = ["MERGE_AFTER_IDLE_SECONDS", "MERGE_AFTER_UPDATES", "Indexer"]
+
+MERGE_AFTER_IDLE_SECONDS = 2.0
+MERGE_AFTER_UPDATES = 32
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +38,7 @@ class Indexer:
         self._pending: set[str] = set()
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._last_update = 0.0  # monotonic time of the last index update or rebuild
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -84,14 +88,15 @@ class Indexer:
                     log.exception("indexing KB %s failed; it will be retried", slug)
             with self._changed:
                 self._changed.notify_all()
-                idle = not self._pending
-            if idle:  # merge small segments off the write path, once the queue is empty
-                self._merge_all()
+            # Small segments are merged off the write path: once commits pause, or when many piled up.
+            self._merge_all(idle=time.monotonic() - self._last_update >= MERGE_AFTER_IDLE_SECONDS)
 
-    def _merge_all(self) -> None:
+    def _merge_all(self, idle: bool) -> None:
         with self._mutex:
             opened = list(self._indexes.items())
         for slug, ix in opened:
+            if not idle and ix.unmerged < MERGE_AFTER_UPDATES:
+                continue
             try:
                 ix.merge()
             except Exception:
@@ -157,6 +162,7 @@ class Indexer:
                 view = repo.view(head)
                 docs = ((path, _text(view.read(path))) for path, _ in view.walk())
                 ix.rebuild(head, docs, progress)
+                self._last_update = time.monotonic()
                 return head
             upserts: dict[str, str] = {}
             deletes: list[str] = []
@@ -167,6 +173,7 @@ class Indexer:
                 else:
                     upserts[ch.path] = _text(target.read(ch.path))
             ix.update(head, upserts, deletes)
+            self._last_update = time.monotonic()
             return head
 
     def covers(self, slug: str, version: str) -> bool:
