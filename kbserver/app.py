@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from kbserver.api import api_routes, openapi_document
 from kbserver.api.errors import EXCEPTION_HANDLERS
 from kbserver.api.observe import Metrics, ObserveMiddleware, metrics_endpoint
 from kbserver.config import Settings, admin_token
+from kbserver.gitweb import git_app
 from kbserver.mcp import mount_mcp
 from kbserver.services import Services
 from kbserver.services import kbs as kbs_service
@@ -92,6 +94,7 @@ def create_app(
         Route("/metrics", metrics_endpoint, methods=["GET"]),
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Mount("/api/v1", routes=api_routes()),
+        Mount("/git", app=git_app(svc, token, git=shutil.which("git"))),
         mcp_route,
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
