@@ -113,6 +113,8 @@ def service_writes(services: Services, slug: str, paths: list[str], n: int) -> l
         req = WriteRequest(files=[Overwrite(path=target, mode="overwrite", content=f"change {i}\n")])
         writes.submit(services, ADMIN, slug, req)
 
+    for i in range(20):  # warm up (imports, caches), as C git's rows are warmed by their setup
+        step(-1 - i)
     return timed(n, step)
 
 
@@ -129,7 +131,8 @@ def wait_indexed(c: httpx.Client, slug: str) -> None:
 def http_writes(url: str, slug: str, paths: list[str], n: int) -> list[float]:
     target = paths[len(paths) // 2 + 1]
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
-        wait_indexed(c, slug)
+        for kb in c.get("/api/v1/kbs").json():  # every KB: a start-up build of another competes too
+            wait_indexed(c, kb["slug"])
 
         def step(i: int) -> None:
             r = c.post(
@@ -264,17 +267,20 @@ def main() -> None:
                 f"{p50_by_size[sizes[-1]] / p50_by_size[sizes[0]]:.2f}x"
             )
         services = Services(data)
-        single = throughput(services, f"kb{sizes[0]}", 1, 160)
-        many = throughput(services, f"kb{sizes[0]}", 16, 10)
+        rounds = [
+            (throughput(services, f"kb{sizes[0]}", 1, 160), throughput(services, f"kb{sizes[0]}", 16, 10))
+            for _ in range(3)
+        ]
         repo = services.repos.repo(f"kb{sizes[0]}")
         versions = len(list(repo.first_parents(repo.head() or "")))
         services.close()
-        expected = 1 + args.writes + (0 if args.no_http else args.writes + 1) + 160 + 160
-        print(
-            f"\nthroughput on one KB ({sizes[0]} files): 1 writer {single:.0f} writes/s, "
-            f"16 writers {many:.0f} "
-            f"writes/s, ratio {many / single:.2f}x; versions {versions} (expected {expected}: nothing lost)"
-        )
+        expected = 1 + 20 + args.writes + (0 if args.no_http else args.writes + 1) + 3 * (160 + 160)
+        print(f"\nthroughput on one KB ({sizes[0]} files), 3 rounds of 160 writes each way:")
+        for single, many in rounds:
+            ratio = many / single
+            print(f"  1 writer {single:.0f} writes/s, 16 writers {many:.0f} writes/s, ratio {ratio:.2f}x")
+        ratios = sorted(many / single for single, many in rounds)
+        print(f"  median ratio {ratios[1]:.2f}x; versions {versions} (expected {expected}: nothing lost)")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
