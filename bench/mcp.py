@@ -22,7 +22,6 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 
 import argparse
 import asyncio
-import functools
 import os
 import random
 import socket
@@ -50,16 +49,13 @@ def _serve(data: str, port: int) -> None:
     """The server process: the production app plus the `noop` tool."""
     import uvicorn
 
-    import kbserver.mcp
     from kbserver.app import create_app
     from kbserver.config import Settings
     from kbserver.services import Services
 
     settings = Settings(data=Path(data), port=port, admin_token=TOKEN, sample=False, log_level="WARNING")
     services = Services(settings.data, settings.options())
-    # create_app imports mount_mcp when it runs; hand it the extra tool (the shipped app has none).
-    kbserver.mcp.mount_mcp = functools.partial(kbserver.mcp.mount_mcp, extra_tools=[noop])
-    app = create_app(settings, services)
+    app = create_app(settings, services, mcp_extra_tools=[noop])  # the shipped app has no noop tool
     try:
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
     finally:
