@@ -172,7 +172,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         caller = binding.caller()
         slug = _resolve_kb(services, caller, kb)
         _wait_for_index(services, caller, slug)
-        found = search.query(services, caller, slug, query, limit=limit, prefix=prefix)
+        found = search.query(services, caller, slug, query, limit=limit, prefix=prefix, exact_total=False)
         hits = found["hits"]
         assert isinstance(hits, list)
         return ok_result({"hits": [{"kb": slug, **hit} for hit in hits]})

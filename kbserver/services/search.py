@@ -24,8 +24,12 @@ def query(
     offset: int = 0,
     prefix: str | None = None,
     filters: Mapping[str, str] | None = None,
+    exact_total: bool = True,
 ) -> dict[str, object]:
-    """`{hits: [{path, score, snippet}], total, version}`. Raises NotFound, InvalidRequest."""
+    """`{hits: [{path, score, snippet}], total, version}`. Raises NotFound, InvalidRequest.
+
+    Edges that show no total pass `exact_total=False` and save counting every match.
+    """
     require_read(services, caller, slug)
     if not isinstance(q, str) or (not q.strip() and not filters):
         raise InvalidRequest("q must be a non-empty search text", q=q)

@@ -224,3 +224,16 @@ def test_version_is_reported(ix: SearchIndex) -> None:
 def test_weird_queries_do_not_raise(ix: SearchIndex, query: str) -> None:
     ix.search(query)
     ix.search(query, prefix=query, filters={query: query})
+
+
+def test_exact_total_can_be_skipped(tmp_path: Path) -> None:
+    ix = SearchIndex(tmp_path / "ix")
+    try:
+        ix.rebuild("v1", ((f"n{i}.md", f"heron sighting number {i}") for i in range(30)))
+        exact = ix.search("heron", limit=5)
+        quick = ix.search("heron", limit=5, exact_total=False)
+        assert exact.total == 30
+        assert [h.path for h in quick.hits] == [h.path for h in exact.hits]
+        assert 5 <= quick.total <= 30
+    finally:
+        ix.close()
