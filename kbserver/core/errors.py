@@ -34,7 +34,7 @@ class KBError(Exception):
 
     def to_dict(self) -> dict[str, object]:
         """The body of the error as every edge renders it."""
-        return {"code": self.code, "message": self.message, **self.details}
+        return {**self.details, "code": self.code, "message": self.message}  # details never mask these
 
 
 class InvalidRequest(KBError):
