@@ -34,7 +34,8 @@ class KBError(Exception):
 
     def to_dict(self) -> dict[str, object]:
         """The body of the error as every edge renders it."""
-        return {**self.details, "code": self.code, "message": self.message}  # details never mask these
+        extra = {k: v for k, v in self.details.items() if k not in ("code", "message")}  # never masked
+        return {"code": self.code, "message": self.message, **extra}
 
 
 class InvalidRequest(KBError):
