@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import threading
@@ -12,7 +11,7 @@ from dulwich.repo import Repo
 
 from kbserver.core.errors import AlreadyExists, NotFound
 from kbserver.store.repo import KBRepo
-from kbserver.store.writer import CommitPlan, Writer, recover_locks
+from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
 
 __all__ = ["Repos"]
 
@@ -86,16 +85,9 @@ class Repos:
 
     def recover(self, slug: str) -> list[str]:
         """Remove lock files a crashed writer left, holding the KB's flock so no live writer is hurt."""
-        path = self.path(slug)
-        fd = os.open(path / "kbserver.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                return recover_locks(str(path))
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        path = str(self.path(slug))
+        with kb_lock(path):
+            return recover_locks(path)
 
     def close(self) -> None:
         with self._lock:

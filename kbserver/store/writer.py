@@ -8,7 +8,8 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -29,7 +30,7 @@ from kbserver.core.paths import parent_dirs
 from kbserver.store.durable import sync_files
 from kbserver.store.repo import MAIN, KBRepo, TreeView
 
-__all__ = ["PACK_EVERY", "CommitPlan", "Job", "Writer", "pack_loose", "recover_locks"]
+__all__ = ["PACK_EVERY", "CommitPlan", "Job", "Writer", "kb_lock", "pack_loose", "recover_locks"]
 
 # dulwich's ports of C git's verify_path: ".git", its NTFS short names and streams, its HFS+ spellings.
 _GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, validate_path_element_hfs)
@@ -61,6 +62,20 @@ class _Pending:
     done: threading.Event = field(default_factory=threading.Event)
     outcome: tuple[str, str | None, object] | None = None
     error: BaseException | None = None
+
+
+@contextmanager
+def kb_lock(repo_path: str) -> Iterator[None]:
+    """Hold the KB's cross-process writer lock (`kbserver.lock`); the kernel drops it if we die."""
+    fd = os.open(os.path.join(repo_path, "kbserver.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
 
 
 def recover_locks(repo_path: str) -> list[str]:
@@ -95,7 +110,6 @@ class Writer:
         self._mutex = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False
-        self._lockfile = os.path.join(repo.path, "kbserver.lock")
         self._since_pack = 0
         self._packing: threading.Thread | None = None
 
@@ -120,24 +134,17 @@ class Writer:
 
         Raises the job's KBError, or AlreadyExists when `ref` exists.
         """
-        fd = os.open(self._lockfile, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                head = self._repo.head()
-                tip = self._repo.view(head)
-                plan = job(tip)
-                _check_plan(plan, tip if head else None)
-                commit, _, objects = self._make_commit(head, tip.tree_id, plan)
-                if self._fsync:
-                    self._flush(objects)
-                if not self._repo.git.refs.add_if_new(Ref(ref.encode()), ObjectID(commit.encode())):
-                    raise AlreadyExists(f"{ref} exists already", ref=ref)
-                return commit, head, plan.result
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        with kb_lock(self._repo.path):
+            head = self._repo.head()
+            tip = self._repo.view(head)
+            plan = job(tip)
+            _check_plan(plan, tip if head else None)
+            commit, _, objects = self._make_commit(head, tip.tree_id, plan)
+            if self._fsync:
+                self._flush(objects)
+            if not self._repo.git.refs.add_if_new(Ref(ref.encode()), ObjectID(commit.encode())):
+                raise AlreadyExists(f"{ref} exists already", ref=ref)
+            return commit, head, plan.result
 
     def _lead(self) -> None:
         while True:
@@ -156,15 +163,8 @@ class Writer:
                         p.done.set()
 
     def _run_batch(self, batch: list[_Pending]) -> None:
-        fd = os.open(self._lockfile, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            try:
-                self._commit_batch(batch)
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
+        with kb_lock(self._repo.path):
+            self._commit_batch(batch)
         for p in batch:
             p.done.set()
         self._since_pack += sum(1 for p in batch if p.outcome)
