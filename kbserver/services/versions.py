@@ -11,16 +11,21 @@ from kbserver.core.paths import check_path
 from kbserver.services.auth import require_read, require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
-from kbserver.store import KBRepo, TreeView
+from kbserver.store import Change, KBRepo, TreeView
 
 __all__ = ["MAX_LIMIT", "get", "info", "listing", "revert"]
 
 MAX_LIMIT = 200
 
 
-def info(repo: KBRepo, version: str) -> VersionInfo:
-    """A version as the API shows it: who, what kind, which paths, which run."""
+def info(repo: KBRepo, version: str, changes: list[Change] | None = None) -> VersionInfo:
+    """A version as the API shows it: who, what kind, which paths, which run.
+
+    `changes` against the parent may be passed when the caller has them already.
+    """
     c = repo.commit_info(version)
+    if changes is None:
+        changes = repo.changes(c.parent, version)
     subject = c.message.split("\n", 1)[0]
     kind = c.trailers.get("Kb-Kind") or ("create" if c.parent is None else "human_edit")
     return VersionInfo(
@@ -30,7 +35,7 @@ def info(repo: KBRepo, version: str) -> VersionInfo:
         kind=kind,
         message=subject,
         time=c.time,
-        paths=[ch.path for ch in repo.changes(c.parent, version)],
+        paths=[ch.path for ch in changes],
         run=c.trailers.get("Kb-Run"),
     )
 
@@ -74,11 +79,9 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> dict[str
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
     assert resolved is not None
-    out: dict[str, object] = info(repo, resolved).model_dump()
-    out["diff"] = [
-        {"path": ch.path, "change": ch.change, "patch": repo.patch(ch)}
-        for ch in repo.changes(repo.commit_info(resolved).parent, resolved)
-    ]
+    changes = repo.changes(repo.commit_info(resolved).parent, resolved)  # one tree diff for both
+    out: dict[str, object] = info(repo, resolved, changes).model_dump()
+    out["diff"] = [{"path": ch.path, "change": ch.change, "patch": repo.patch(ch)} for ch in changes]
     return out
 
 
