@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
@@ -26,7 +27,14 @@ __all__ = [
     "VersionInfo",
     "WriteRequest",
     "WriteResult",
+    "utc_iso",
 ]
+
+
+def utc_iso(ts: float) -> str:
+    """A Unix time as the API shows times: `2026-11-29T23:25:44Z`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
 
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 SLUG_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hmac
 
+from kbserver.control import AgentRow
 from kbserver.core.errors import Forbidden, NotFound, Unauthorized
 from kbserver.core.model import Caller, Permission
 from kbserver.services.context import Services
@@ -22,9 +23,7 @@ def authenticate(services: Services, token: str | None, admin_token: str) -> Cal
     row = services.control.agent_by_token(token)
     if row is None:
         raise Unauthorized("unknown token; ask an admin for a valid one")
-    return Caller(
-        name=row.name, links=row.links, tools=row.tools, parent=row.parent, auto_record=row.auto_record
-    )
+    return _agent(row)
 
 
 def caller_for(services: Services, agent: str) -> Caller:
@@ -32,6 +31,10 @@ def caller_for(services: Services, agent: str) -> Caller:
     row = services.control.agent(agent)
     if row is None:
         raise NotFound(f"agent {agent} does not exist; create it with `kbserver agent create {agent}`")
+    return _agent(row)
+
+
+def _agent(row: AgentRow) -> Caller:
     return Caller(
         name=row.name, links=row.links, tools=row.tools, parent=row.parent, auto_record=row.auto_record
     )

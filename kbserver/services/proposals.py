@@ -9,7 +9,7 @@ import time
 from kbserver.changes import apply
 from kbserver.control import ProposalRow
 from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound
-from kbserver.core.model import Caller, WriteRequest
+from kbserver.core.model import Caller, WriteRequest, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.commits import commit, summary
 from kbserver.services.context import Services
@@ -61,16 +61,12 @@ def propose(
     return {"proposal": {"id": proposal_id, "status": "pending"}}
 
 
-def _iso(ts: float | None) -> str | None:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts)) if ts is not None else None
-
-
 def _render(services: Services, p: ProposalRow, with_diff: bool) -> dict[str, object]:
     req = WriteRequest.model_validate(p.request)
     out: dict[str, object] = {
         "id": p.id,
         "agent": p.agent,
-        "created": _iso(p.created),
+        "created": utc_iso(p.created),
         "status": p.status,
         "files": [{"path": f.path, "mode": f.mode} for f in req.files],
         "message": req.message,
@@ -78,7 +74,7 @@ def _render(services: Services, p: ProposalRow, with_diff: bool) -> dict[str, ob
         "base": p.base,
         "reason": p.reason,
         "decided_by": p.decided_by,
-        "decided": _iso(p.decided),
+        "decided": utc_iso(p.decided) if p.decided is not None else None,
         "version": p.version,
     }
     if with_diff and p.status == "pending":

@@ -7,7 +7,7 @@ import time
 
 from kbserver.control import RunRow
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
-from kbserver.core.model import Caller
+from kbserver.core.model import Caller, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.files import list_at, read_at
@@ -40,11 +40,7 @@ def start(
         mounts=mounts,
     )
     services.control.add_run(run)
-    return {"id": run.id, "mounts": mounts, "interactive": interactive, "expires": _iso(run.expires)}
-
-
-def _iso(ts: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+    return {"id": run.id, "mounts": mounts, "interactive": interactive, "expires": utc_iso(run.expires)}
 
 
 def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:

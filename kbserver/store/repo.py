@@ -10,7 +10,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Literal
 
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
@@ -22,6 +21,7 @@ from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from kbserver.core.errors import InvalidRequest, NotFound
+from kbserver.core.model import utc_iso
 
 __all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView"]
 
@@ -235,7 +235,7 @@ class KBRepo:
             m = _TRAILER.match(line)
             if m:
                 trailers[m.group(1)] = m.group(2).strip()
-        when = datetime.fromtimestamp(commit.commit_time, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = utc_iso(commit.commit_time)
         return CommitInfo(
             version=version,
             parent=commit.parents[0].decode() if commit.parents else None,
