@@ -89,7 +89,7 @@ def describe(services: Services, caller: Caller, slug: str) -> dict[str, object]
         "slug": slug,
         "description": _description(services, slug),
         "head": head,
-        "file_count": sum(1 for _ in repo.view(head).walk()),
+        "file_count": repo.file_count(head),
         "indexed_version": services.indexer.indexed_version(slug),
         "permission": permission(caller, slug),
         "limits": services.limits(slug).model_dump(),
