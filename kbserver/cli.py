@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from kbserver import __version__
 from kbserver.config import Settings, admin_token
-from kbserver.core.errors import KBError
+from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unavailable
 from kbserver.services import Services, agents, files, health, kbs
 from kbserver.services.auth import ADMIN
 
@@ -48,10 +50,48 @@ class _Progress:
             sys.stderr.write("\n")
 
 
+def _settings(args: argparse.Namespace, **options: object) -> Settings:
+    """Settings from the environment and the command's options; checks the data folder.
+
+    Every command but `serve` and `kb create` refuses a data folder that does not exist, so a typo
+    in --data is an error instead of a new, empty data folder.
+    """
+    settings = Settings.from_env(data=args.data, **options)
+    data = settings.data
+    if data.exists() and not data.is_dir():
+        raise InvalidRequest(f"data folder {data} is not a folder; pass --data DIR", data=str(data))
+    if not args.creates_data and not data.is_dir():
+        raise NotFound(
+            f"data folder {data} does not exist; pass the right --data DIR (or set KBSERVER_DATA), "
+            "or make one with `kbserver serve` or `kbserver kb create`",
+            data=str(data),
+        )
+    return settings
+
+
 def _services(args: argparse.Namespace) -> tuple[Settings, Services]:
-    settings = Settings.from_env(data=args.data)
-    options = settings.options()
-    return settings, Services(settings.data, options)
+    settings = _settings(args)
+    return settings, Services(settings.data, settings.options())
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """Bind and listen before anything else happens, so a busy port fails first and changes nothing."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family=family)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        raise Unavailable(
+            f"cannot listen on {host}:{port}: {err.strerror or err}; "
+            "is another server running there? pick another --port",
+            host=host,
+            port=port,
+        ) from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -59,20 +99,31 @@ def _serve(args: argparse.Namespace) -> int:
 
     from kbserver.app import bootstrap, create_app
 
-    settings = Settings.from_env(data=args.data, host=args.host, port=args.port)
+    settings = _settings(args, host=args.host, port=args.port)
+    sock = _listen(settings.host, settings.port)
+    port = int(sock.getsockname()[1])
     logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
     services = Services(settings.data, settings.options())
-    if bootstrap(settings, services):
-        print(f"imported sample_kb/ as KB 'sample' into {settings.data}")
-    app = create_app(settings, services)
-    token = admin_token(settings)
-    print(f"kbserver {__version__} on http://{settings.host}:{settings.port}")
-    # The web admin (/admin) is not built yet: the admin URL is the API's, described by /openapi.json.
-    print(f"admin URL: http://{settings.host}:{settings.port}/api/v1 (API description: /openapi.json)")
-    print(f"admin token: {token}", flush=True)
     try:
-        uvicorn.run(app, host=settings.host, port=settings.port, access_log=False, log_level="warning")
+        if bootstrap(settings, services):
+            print(f"imported sample_kb/ as KB 'sample' into {settings.data}")
+        app = create_app(settings, services)
+        token = admin_token(settings)
+        base = f"http://{settings.host}:{port}"
+
+        class _Server(uvicorn.Server):
+            async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().startup(sockets)
+                if self.started:  # the address is reported only once the server answers on it
+                    print(f"kbserver {__version__} on {base}")
+                    # The admin URL is the API's, described by /openapi.json.
+                    print(f"admin URL: {base}/api/v1 (API description: /openapi.json)")
+                    print(f"admin token: {token}", flush=True)
+
+        config = uvicorn.Config(app, access_log=False, log_level="warning")
+        _Server(config).run(sockets=[sock])
     finally:
+        sock.close()
         services.close()
     return 0
 
@@ -178,8 +229,15 @@ class _closing:
         self.services.close()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one `error: invalid_request: ...` line (and exit 1) instead of usage text."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"error: invalid_request: {self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kbserver", description="Versioned memory for AI agents.")
+    parser = _Parser(prog="kbserver", description="Versioned memory for AI agents.")
     parser.add_argument("--version", action="version", version=f"kbserver {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -187,19 +245,23 @@ def _parser() -> argparse.ArgumentParser:
         name: str,
         fn: Callable[[argparse.Namespace], int],
         help_: str,
-        parent: argparse._SubParsersAction[argparse.ArgumentParser] | None = None,
+        parent: argparse._SubParsersAction[_Parser] | None = None,
+        creates_data: bool = False,
     ) -> argparse.ArgumentParser:
         p = (parent or sub).add_parser(name, help=help_, description=help_)
-        p.add_argument("--data", default=None, help="data folder (default ./kbdata or $KBSERVER_DATA)")
-        p.set_defaults(fn=fn)
+        where = "created when missing" if creates_data else "must exist"
+        p.add_argument(
+            "--data", default=None, help=f"data folder (default ./kbdata or $KBSERVER_DATA; {where})"
+        )
+        p.set_defaults(fn=fn, creates_data=creates_data)
         return p
 
-    p = command("serve", _serve, "run the server (HTTP API, MCP, git clone)")
+    p = command("serve", _serve, "run the server (HTTP API, MCP, git clone)", creates_data=True)
     p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=None, help="port (default 8765)")
 
     kb = sub.add_parser("kb", help="manage KBs").add_subparsers(dest="kb_command", required=True)
-    p = command("create", _kb_create, "create a KB", kb)
+    p = command("create", _kb_create, "create a KB", kb, creates_data=True)
     p.add_argument("slug")
     p.add_argument("--description", default="")
     p = command("limits", _kb_limits, "set a KB's write limits (prints them)", kb)
@@ -245,6 +307,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.fn(args)
     except KBError as err:
         print(f"error: {err.code}: {err.message}", file=sys.stderr)
+        return 1
+    except OSError as err:  # the data folder or a target folder cannot be used (permissions, disk full)
+        print(f"error: io_error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

@@ -5,15 +5,19 @@ from __future__ import annotations
 import os
 import secrets
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
 from kbserver.services.context import Options
 
 __all__ = ["ENV_PREFIX", "Settings", "admin_token"]
 
 ENV_PREFIX = "KBSERVER_"
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 
 class Settings(BaseModel):
@@ -41,12 +45,23 @@ class Settings(BaseModel):
     sample: bool = Field(
         default=True, description="import sample_kb/ as KB `sample` into an empty data folder"
     )
-    log_level: str = Field(default="INFO", description="log level of the server")
+    log_level: LogLevel = Field(
+        default="INFO", description="log level: DEBUG, INFO, WARNING, ERROR or CRITICAL"
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
 
     @classmethod
     def from_env(cls, **overrides: object) -> Settings:
-        """Settings from KBSERVER_* variables, then explicit overrides (e.g. CLI options)."""
+        """Settings from KBSERVER_* variables, then explicit overrides (e.g. CLI options).
+
+        Raises InvalidRequest naming the variable or option of the first bad value.
+        """
         values: dict[str, object] = {}
+        source: dict[str, str] = {}
         for name, field in cls.model_fields.items():
             raw = os.environ.get(ENV_PREFIX + name.upper())
             if raw is None:
@@ -55,8 +70,20 @@ class Settings(BaseModel):
                 values[name] = [h.strip() for h in raw.split(",") if h.strip()]
             else:
                 values[name] = raw
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(values)
+            source[name] = ENV_PREFIX + name.upper()
+        for name, value in overrides.items():
+            if value is not None:
+                values[name] = value
+                source[name] = "--" + name.replace("_", "-")
+        try:
+            return cls.model_validate(values)
+        except ValidationError as err:
+            first = err.errors()[0]
+            name = str(first["loc"][0]) if first["loc"] else ""
+            where = source.get(name, name)
+            raise InvalidRequest(
+                f"{where}: {first['msg']} (got {first.get('input')!r})", setting=name
+            ) from None
 
     def options(self) -> Options:
         return Options(

@@ -44,6 +44,7 @@ def test_agent_create_prints_token_last_and_link(tmp_path: Path) -> None:
 
 def test_import_mount_and_fsck(tmp_path: Path) -> None:
     data, src = tmp_path / "data", tmp_path / "src"
+    data.mkdir()  # import, like every command but serve and kb create, needs an existing data folder
     (src / "notes").mkdir(parents=True)
     (src / "README.md").write_text("# Imported\n")
     for i in range(30):
