@@ -16,6 +16,7 @@ from whoosh import query as q
 from whoosh.filedb.filestore import FileStorage
 from whoosh.reading import SegmentReader
 
+from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
 from kbserver.index.query import parse_query
 from kbserver.index.reader import open_searcher, refresh_searcher
@@ -313,8 +314,8 @@ class SearchIndex:
 
         Words must all match (if none does, any may); "quoted phrases"; -word excludes; OR. An empty
         query lists the files passing prefix and filters, in path order. Never raises on query syntax.
-        Counting every match re-runs the query (about a third of a search); with `exact_total=False`
-        `total` only counts the hits collected (at least offset + len(hits)).
+        `total` is always exact: the collector steps every match anyway (collect.py), so
+        `exact_total` is accepted for callers that do not need it and changes nothing.
         """
         limit, offset = max(0, limit), max(0, offset)
         query = valid_utf8(query)
@@ -329,19 +330,20 @@ class SearchIndex:
             parsed = parse_query(query)
             if parsed.strict is None:
                 return SearchResult([], 0, version)
-            results = self._run(searcher, parsed.strict, constraint, offset + limit)
-            if results.is_empty() and parsed.loose is not None:
-                results = self._run(searcher, parsed.loose, constraint, offset + limit)
-            hits = [
-                Hit(
-                    path=hit[PATH],
-                    score=float(hit.score),
-                    snippet=make_snippet(hit.get("body", ""), parsed.highlight),
-                    fields=dict(hit.get(FIELDS) or {}),
+            ranked, total = self._run(searcher, parsed.strict, constraint, offset + limit)
+            if not total and parsed.loose is not None:
+                ranked, total = self._run(searcher, parsed.loose, constraint, offset + limit)
+            hits = []
+            for score, docnum in ranked[offset : offset + limit]:
+                stored = searcher.stored_fields(docnum)
+                hits.append(
+                    Hit(
+                        path=stored[PATH],
+                        score=score,
+                        snippet=make_snippet(stored.get("body", ""), parsed.highlight),
+                        fields=dict(stored.get(FIELDS) or {}),
+                    )
                 )
-                for hit in results[offset : offset + limit]
-            ]
-            total = len(results) if exact_total else results.scored_length()
             return SearchResult(hits, total, version)
 
     @staticmethod
@@ -363,9 +365,12 @@ class SearchIndex:
         return (parts[0] if len(parts) == 1 else q.And(parts)), True
 
     @staticmethod
-    def _run(searcher: Any, user_query: Any, constraint: Any | None, limit: int) -> Any:
+    def _run(
+        searcher: Any, user_query: Any, constraint: Any | None, limit: int
+    ) -> tuple[list[tuple[float, int]], int]:
+        # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
         full = user_query if constraint is None else q.Require(user_query, constraint)
-        return searcher.search(full, limit=max(1, limit))
+        return collect(searcher, full, limit)
 
     @staticmethod
     def _list(

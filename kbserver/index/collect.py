@@ -1,0 +1,46 @@
+"""Top-N collection that steps every match: none of Whoosh's quality-skipping collector paths.
+
+Whoosh's `Searcher.search` collects with `TopCollector`, which skips posting blocks by quality
+(`skip_to_quality`) and swaps matchers for cheaper ones once the top N fills (`replace(minscore)`).
+In whoosh-reloaded 2.7.5 both are traps:
+
+- `RequireMatcher.skip_to_quality` (a query restricted by a prefix or filter) moves its scored side
+  and then calls `IntersectionMatcher._find_next`, which asserts the two sides are on different
+  documents; when the skip lands on a document of the restriction it raises
+  `AssertionError: assert a_id != b_id` (`matching/binary.py`). Every multi-word question under a
+  prefix hit it, and so did `q=hello&prefix=notes&limit=1&offset=1`.
+- With `usequality=False`, `replace(minscore)` still drops sub-matchers that cannot reach the
+  current minimum score, so the collector's count undercounts; an exact count needs another pass.
+
+Stepping the matcher document by document with `next()` (always safe: it is what every other
+matcher path relies on) gives the exact top N and the exact number of matches in one pass.
+"""
+
+from __future__ import annotations
+
+from heapq import heappush, heapreplace
+from typing import Any
+
+__all__ = ["collect"]
+
+
+def collect(searcher: Any, query: Any, limit: int) -> tuple[list[tuple[float, int]], int]:
+    """The best `limit` (score, docnum) pairs, by score then docnum, and the number of all matches.
+
+    Ties keep the lower document number first, so consecutive pages never overlap.
+    """
+    context = searcher.context(needs_current=True)
+    heap: list[tuple[float, int]] = []  # (score, -docnum): the smallest is the worst kept
+    total = 0
+    for sub, offset in searcher.leaf_searchers():
+        matcher = query.matcher(sub, context)
+        while matcher.is_active():
+            item = (float(matcher.score()), -(offset + matcher.id()))
+            total += 1
+            if len(heap) < limit:
+                heappush(heap, item)
+            elif heap and item > heap[0]:
+                heapreplace(heap, item)
+            matcher.next()
+    heap.sort(reverse=True)
+    return [(score, -negated) for score, negated in heap], total
