@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -11,12 +12,23 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from kbserver.core.errors import InvalidRequest
+from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.core.model import Caller
 from kbserver.services import Services
 from kbserver.services.auth import authenticate
 
-__all__ = ["body", "call", "caller", "query", "respond", "services_of", "validation_error"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "body",
+    "call",
+    "caller",
+    "optional_body",
+    "query",
+    "read_body",
+    "respond",
+    "services_of",
+    "validation_error",
+]
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -53,23 +65,80 @@ def validation_error(err: ValidationError, where: str) -> InvalidRequest:
     return InvalidRequest(f"invalid {where}: {first['field']}: {first['problem']}", errors=problems)
 
 
-async def body(request: Request, model: type[M]) -> M:
-    """The JSON body parsed into `model`. Raises InvalidRequest (or TooLarge-free 400 on huge bodies)."""
-    raw = await request.body()
-    if len(raw) > MAX_BODY_BYTES:
-        raise InvalidRequest(f"the request body is over {MAX_BODY_BYTES} bytes")
+def _too_large(limit: int) -> TooLarge:
+    return TooLarge(
+        f"the request body is over {limit} bytes; send fewer or smaller files per call",
+        max_body_bytes=limit,
+    )
+
+
+async def read_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The raw body, refused with TooLarge before more than `limit` bytes of it are read.
+
+    A `Content-Length` over the limit is refused before a byte is read; a chunked body is counted
+    while it streams in. Raises TooLarge, InvalidRequest (a Content-Length that is not a number).
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise InvalidRequest("the Content-Length header must be a number of bytes")
+        if int(declared) > limit:
+            raise _too_large(limit)
+    received = bytearray()
+    async for chunk in request.stream():
+        received += chunk
+        if len(received) > limit:
+            raise _too_large(limit)
+    return bytes(received)
+
+
+def _finite(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise ValueError("number out of range")
+    return number
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse(raw: bytes) -> object:
+    """Strict JSON: UTF-8 only, finite numbers, bounded nesting. Raises InvalidRequest."""
     try:
-        data = json.loads(raw)
+        text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise InvalidRequest("the request body is not UTF-8") from None
+        raise InvalidRequest("the request body is not UTF-8; send JSON encoded as UTF-8") from None
+    try:
+        return json.loads(text, parse_float=_finite, parse_constant=_no_constant)
     except json.JSONDecodeError as err:
         raise InvalidRequest(f"the request body is not valid JSON: {err.msg} at line {err.lineno}") from None
+    except RecursionError:
+        raise InvalidRequest("the request body is nested too deeply") from None
+    except ValueError:  # an integer of more than 4300 digits, a float out of range, NaN or Infinity
+        raise InvalidRequest("the request body holds a number that is too long or out of range") from None
+
+
+async def body(request: Request, model: type[M]) -> M:
+    """The JSON body parsed into `model`. Raises InvalidRequest, TooLarge."""
+    return _validate(_parse(await read_body(request)), model)
+
+
+async def optional_body(request: Request, model: type[M]) -> M:
+    """As `body`, but an empty body means `{}` (every field of `model` has a default)."""
+    raw = await read_body(request)
+    return _validate(_parse(raw) if raw.strip() else {}, model)
+
+
+def _validate(data: object, model: type[M]) -> M:
     if not isinstance(data, dict):
         raise InvalidRequest("the request body must be a JSON object")
     try:
         return model.model_validate(data)
     except ValidationError as err:
         raise validation_error(err, "body") from None
+    except RecursionError:
+        raise InvalidRequest("the request body is nested too deeply") from None
 
 
 def query(request: Request, model: type[M]) -> M:

@@ -11,7 +11,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from kbserver.api import schemas as s
-from kbserver.api.http import body, call, caller, query, respond, services_of
+from kbserver.api.http import body, call, caller, optional_body, query, respond, services_of
 from kbserver.services import agents, files, kbs, proposals, runs, search, versions, writes
 
 __all__ = ["ENDPOINTS", "Endpoint", "api_routes"]
@@ -143,16 +143,14 @@ async def approve(request: Request) -> Response:
 
 async def reject(request: Request) -> Response:
     who = await caller(request)
-    raw = await request.body()
-    req = await body(request, s.RejectIn) if raw.strip() else s.RejectIn()
+    req = await optional_body(request, s.RejectIn)
     pid = request.path_params["proposal"]
     return respond(await call(proposals.reject, services_of(request), who, _slug(request), pid, req.reason))
 
 
 async def start_run(request: Request) -> Response:
     who = await caller(request)
-    raw = await request.body()
-    req = await body(request, s.RunIn) if raw.strip() else s.RunIn()
+    req = await optional_body(request, s.RunIn)
     return respond(await call(runs.start, services_of(request), who, req.kbs, req.interactive), 201)
 
 
