@@ -174,3 +174,11 @@ def test_live_server_refuses_a_400_mb_declared_body_at_once(live: LiveServer) ->
                 break
             answer += data
     assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+
+
+def test_optional_bodies_are_optional_in_openapi(client: TestClient, agent: dict[str, str]) -> None:
+    doc = client.get("/openapi.json").json()["paths"]
+    assert doc["/api/v1/runs"]["post"]["requestBody"]["required"] is False
+    assert doc["/api/v1/kbs/{slug}/proposals/{proposal}/reject"]["post"]["requestBody"]["required"] is False
+    assert doc["/api/v1/kbs/{slug}/write"]["post"]["requestBody"]["required"] is True
+    assert client.post("/api/v1/runs", headers=agent).status_code == 201
