@@ -167,7 +167,7 @@ class IndexOut(BaseModel):
 
 
 class ProposalsQuery(_In):
-    status: Literal["pending", "approved", "rejected"] | None = None
+    status: Literal["pending", "applying", "approved", "rejected"] | None = None
 
 
 class ProposalFile(BaseModel):
@@ -179,7 +179,7 @@ class ProposalOut(BaseModel):
     id: str
     agent: str
     created: str | None
-    status: Literal["pending", "approved", "rejected"]
+    status: Literal["pending", "applying", "approved", "rejected"]
     files: list[ProposalFile]
     message: str | None = None
     run: str | None = None

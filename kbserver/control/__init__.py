@@ -1,8 +1,31 @@
-"""Control plane: agents, token hashes, links, KB metadata, runs and proposals in SQLite (WAL).
+"""Control plane: agents, token hashes, links, KB metadata, runs, proposals and idempotency keys.
 
-Sits beside store and index: imports only kbserver.core. Tokens are never stored in clear.
+`ControlStore` is the protocol services use; `SqliteControlStore` implements it in one SQLite file
+(WAL). Sits beside store and index: imports only kbserver.core. Tokens are never stored in clear.
 """
 
-from kbserver.control.db import AgentRow, ControlPlane, KBRow, ProposalRow, RunRow, hash_token
+from kbserver.control.rows import (
+    PROPOSAL_STATUSES,
+    AgentRow,
+    IdempotencyRow,
+    KBRow,
+    ProposalRow,
+    ProposalStatus,
+    RunRow,
+    hash_token,
+)
+from kbserver.control.sqlite import SqliteControlStore
+from kbserver.control.store import ControlStore
 
-__all__ = ["AgentRow", "ControlPlane", "KBRow", "ProposalRow", "RunRow", "hash_token"]
+__all__ = [
+    "PROPOSAL_STATUSES",
+    "AgentRow",
+    "ControlStore",
+    "IdempotencyRow",
+    "KBRow",
+    "ProposalRow",
+    "ProposalStatus",
+    "RunRow",
+    "SqliteControlStore",
+    "hash_token",
+]

@@ -13,6 +13,7 @@ __all__ = [
     "KBError",
     "NoMatch",
     "NotFound",
+    "NotPending",
     "SecretDetected",
     "Stale",
     "TooLarge",
@@ -60,6 +61,12 @@ class NotFound(KBError):
 
 class AlreadyExists(KBError):
     code, status = "already_exists", 409
+
+
+class NotPending(KBError):
+    """Approving or rejecting a proposal that is decided (or being approved) already."""
+
+    code, status = "not_pending", 409
 
 
 class Stale(KBError):

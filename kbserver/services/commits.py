@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from kbserver.changes import Applied
@@ -10,6 +11,8 @@ from kbserver.services.context import Services
 from kbserver.store import CommitPlan, TreeView
 
 __all__ = ["commit", "summary"]
+
+log = logging.getLogger(__name__)
 
 
 def summary(paths: list[str]) -> str:
@@ -52,7 +55,10 @@ def commit(
         return CommitPlan({a.path: a.content for a in applied}, subject, _author(who), meta, applied)
 
     version, parent, result = writer.submit(plan)
-    services.committed(slug, version)
+    try:
+        services.committed(slug, version)
+    except Exception:  # main has moved: the caller must hear of its version, not of a hook's bug
+        log.exception("KB %s: a commit hook failed after version %s", slug, version)
     applied_list = result if isinstance(result, list) else []
     return WriteResult(
         version=version,

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbserver.control import ControlPlane
+from kbserver.control import ControlStore, SqliteControlStore
 from kbserver.core.model import Limits
 from kbserver.store import Repos
 
@@ -37,7 +37,7 @@ class Services:
         self.options = options or Options()
         data.mkdir(parents=True, exist_ok=True)
         self.repos = Repos(data / "kbs", fsync=self.options.fsync)
-        self.control = ControlPlane(data / "control.db")
+        self.control: ControlStore = SqliteControlStore(data / "control.db")
         self.indexer = Indexer(self, data / "index", enabled=self.options.index)
         # Called with (slug, version) after every new version; edges hang metrics here.
         self.commit_hooks: list[Callable[[str, str], None]] = []

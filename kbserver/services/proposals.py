@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
-import threading
 import time
 
 from kbserver.changes import apply
-from kbserver.control import ProposalRow
-from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound
+from kbserver.control import PROPOSAL_STATUSES, ProposalRow
+from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound, NotPending
 from kbserver.core.model import Caller, WriteRequest, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.commits import commit, summary
@@ -17,8 +17,11 @@ from kbserver.store import CommitPlan, TreeView
 
 __all__ = ["approve", "get", "listing", "propose", "reject"]
 
-_STATUSES = ("pending", "approved", "rejected")
-_deciding = threading.Lock()  # one decision at a time, so a proposal is never applied twice
+log = logging.getLogger(__name__)
+
+# An approval holds its claim (status `applying`) only while it commits, which the writer bounds to
+# about a minute; a claim older than this belongs to a process that died, and is settled from main.
+CLAIM_TIMEOUT_SECONDS = 600.0
 
 
 def propose(
@@ -111,8 +114,8 @@ def _row(services: Services, caller: Caller, slug: str, proposal_id: str) -> Pro
 def listing(services: Services, caller: Caller, slug: str, status: str | None = None) -> dict[str, object]:
     """Proposals of a KB (an agent sees its own), newest first. Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
-    if status is not None and status not in _STATUSES:
-        raise InvalidRequest("status must be pending, approved or rejected", status=status)
+    if status is not None and status not in PROPOSAL_STATUSES:
+        raise InvalidRequest("status must be pending, applying, approved or rejected", status=status)
     rows = services.control.proposals(slug, status)
     if not caller.is_admin:
         rows = [p for p in rows if p.agent == caller.name]
@@ -128,26 +131,56 @@ def _decidable(services: Services, caller: Caller, slug: str, proposal_id: str) 
     if not caller.is_admin:
         require_read(services, caller, slug)
         raise Forbidden("only the admin can approve or reject proposals")
-    p = _row(services, caller, slug, proposal_id)
-    if p.status != "pending":
-        raise InvalidRequest(
-            f"proposal {proposal_id} is already {p.status}", proposal=proposal_id, status=p.status
-        )
-    return p
+    return _settled(services, _row(services, caller, slug, proposal_id))
+
+
+def _not_pending(services: Services, slug: str, proposal_id: str) -> NotPending:
+    p = services.control.proposal(slug, proposal_id)
+    status = p.status if p is not None else "pending"
+    doing = "being approved right now" if status == "applying" else status
+    return NotPending(
+        f"proposal {proposal_id} is {doing}, no longer pending", proposal=proposal_id, status=status
+    )
+
+
+def _landed(services: Services, p: ProposalRow) -> str | None:
+    """The version on main that carries `Kb-Proposal: {p.id}`, looking back no further than its base."""
+    repo = services.repos.repo(p.slug)
+    head = repo.head()
+    if head is None:
+        return None
+    for version in repo.first_parents(head):
+        if version == p.base:
+            return None
+        if repo.commit_info(version).trailers.get("Kb-Proposal") == p.id:
+            return version
+    return None
+
+
+def _settled(services: Services, p: ProposalRow) -> ProposalRow:
+    """`p`, after settling a claim whose approval died: approved if main has it, else pending again."""
+    if p.status != "applying" or p.claimed is None or time.time() - p.claimed < CLAIM_TIMEOUT_SECONDS:
+        return p
+    version = _landed(services, p)
+    if version is not None:
+        services.control.finish_proposal(p.slug, p.id, version)
+    else:
+        services.control.release_proposal(p.slug, p.id, "the approval was interrupted; approve again")
+    log.warning("proposal %s of KB %s: settled an abandoned approval (%s)", p.id, p.slug, version)
+    return services.control.proposal(p.slug, p.id) or p
 
 
 def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
     """Re-apply the proposal on the current head as one `approval` version.
 
-    A proposal that went stale is refused with the write's error and stays pending with the reason.
-    Raises Forbidden, NotFound, InvalidRequest and every error of `changes.apply`.
+    The proposal is first claimed (pending -> applying, compare-and-set in the control store), so of
+    two approvals or an approval and a rejection, in any processes, exactly one proceeds. A proposal
+    that went stale is refused with the write's error and stays pending with the reason.
+    Raises Forbidden, NotFound, NotPending and every error of `changes.apply`.
     """
-    with _deciding:
-        return _approve(services, caller, slug, proposal_id)
-
-
-def _approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
     p = _decidable(services, caller, slug, proposal_id)
+    if p.status != "pending" or not services.control.claim_proposal(slug, p.id, caller.actor):
+        raise _not_pending(services, slug, p.id)
     req = WriteRequest.model_validate(p.request)
     limits = services.limits(slug)
     agent = services.control.agent(p.agent)
@@ -166,19 +199,35 @@ def _approve(services: Services, caller: Caller, slug: str, proposal_id: str) ->
             author=author,
         )
     except KBError as err:
-        services.control.note_proposal(slug, p.id, f"{err.code}: {err.message}")
+        services.control.release_proposal(slug, p.id, f"{err.code}: {err.message}")
         raise
-    if not services.control.decide_proposal(slug, p.id, "approved", caller.actor, None, result.version):
-        raise InvalidRequest(f"proposal {proposal_id} was decided meanwhile", proposal=proposal_id)
+    except BaseException:
+        landed = _landed(services, p)  # a failure after main moved must not leave it pending
+        if landed is not None:
+            services.control.finish_proposal(slug, p.id, landed)
+        else:
+            services.control.release_proposal(slug, p.id, "the approval failed; approve again")
+        raise
+    if not services.control.finish_proposal(slug, p.id, result.version):
+        # Only a claim settled as abandoned (older than CLAIM_TIMEOUT_SECONDS) gets here.
+        log.error(
+            "proposal %s of KB %s: approved as %s but its claim was settled meanwhile",
+            p.id,
+            slug,
+            result.version,
+        )
     return {"version": result.version, "status": "approved", "id": p.id}
 
 
 def reject(
     services: Services, caller: Caller, slug: str, proposal_id: str, reason: str | None = None
 ) -> dict[str, object]:
-    """Reject a pending proposal with an optional reason the agent can read. Raises like approve."""
-    with _deciding:
-        p = _decidable(services, caller, slug, proposal_id)
-    if not services.control.decide_proposal(slug, p.id, "rejected", caller.actor, reason, None):
-        raise InvalidRequest(f"proposal {proposal_id} was decided meanwhile", proposal=proposal_id)
+    """Reject a pending proposal with an optional reason the agent can read.
+
+    One compare-and-set (pending -> rejected), so no approval can land once it says rejected.
+    Raises Forbidden, NotFound, NotPending.
+    """
+    p = _decidable(services, caller, slug, proposal_id)
+    if p.status != "pending" or not services.control.reject_proposal(slug, p.id, caller.actor, reason):
+        raise _not_pending(services, slug, p.id)
     return {"status": "rejected", "id": p.id}

@@ -162,8 +162,12 @@ def test_proposal_lifecycle(
         text=True,
     ).stdout
     assert f"Kb-Proposal: {prop['id']}" in log and "Kb-Approver: admin" in log
-    again = client.post(f"/api/v1/kbs/{kb}/proposals/{prop['id']}/approve", headers=admin)
-    assert (again.status_code, again.json()["error"]["code"]) == (400, "invalid_request")
+    before = state(services, kb)
+    for action in ("approve", "reject"):
+        again = client.post(f"/api/v1/kbs/{kb}/proposals/{prop['id']}/{action}", headers=admin)
+        error = again.json()["error"]
+        assert (again.status_code, error["code"], error["status"]) == (409, "not_pending", "approved")
+    assert state(services, kb) == before
     assert client.get(f"/api/v1/kbs/{kb}/files/idea.md", headers=admin).json()["content"] == "an idea\n"
     git_fsck(services.repos.path(kb))
 
@@ -194,7 +198,8 @@ def test_stale_proposal_stays_pending_then_rejected(
     assert (p["status"], p["reason"]) == ("rejected", "superseded")
     for action in ("approve", "reject"):
         r = client.post(f"/api/v1/kbs/{kb}/proposals/{pid}/{action}", headers=admin)
-        assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request")
+        error = r.json()["error"]
+        assert (r.status_code, error["code"], error["status"]) == (409, "not_pending", "rejected")
     r = client.post(f"/api/v1/kbs/{kb}/proposals/nope/approve", headers=admin)
     assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")
     r = client.get(f"/api/v1/kbs/{kb}/proposals", params={"status": "bogus"}, headers=admin)

@@ -1,4 +1,4 @@
-"""Control plane: token hashes only, links, runs cleanup, proposal decisions, two connections at once."""
+"""ControlStore: token hashes only, links, runs cleanup, proposal compare-and-set, idempotency keys."""
 
 from __future__ import annotations
 
@@ -6,68 +6,155 @@ import threading
 import time
 from pathlib import Path
 
-from kbserver.control import ControlPlane, ProposalRow, RunRow, hash_token
+from kbserver.control import ControlStore, ProposalRow, RunRow, hash_token
+from kbserver.control.migrations import MIGRATIONS
+from tests.control.conftest import OpenStore
 
 
-def test_agents_tokens_and_links(tmp_path: Path) -> None:
-    db = ControlPlane(tmp_path / "control.db")
-    assert db.add_agent("bob", "secret-token", None, ("context",), False)
-    assert not db.add_agent("bob", "other", None, ("context",), False)
-    assert db.agent_by_token("secret-token").name == "bob"  # type: ignore[union-attr]
-    assert db.agent_by_token("wrong") is None
-    raw = (tmp_path / "control.db").read_bytes() + b"".join(
-        p.read_bytes() for p in tmp_path.glob("control.db-*")
-    )
+def _proposal(pid: str = "p1") -> ProposalRow:
+    return ProposalRow(pid, "kb", "bob", "run", time.time(), "pending", None, "c" * 40, {"files": []})
+
+
+def test_agents_tokens_and_links(store: ControlStore) -> None:
+    assert store.add_agent("bob", "secret-token", None, ("context",), False)
+    assert not store.add_agent("bob", "other", None, ("context",), False)
+    assert store.agent_by_token("secret-token").name == "bob"  # type: ignore[union-attr]
+    assert store.agent_by_token("wrong") is None
+    store.link("bob", "kb", "read")
+    store.link("bob", "kb", "read_write")  # a second link replaces the first
+    assert store.agent("bob").links == {"kb": "read_write"}  # type: ignore[union-attr]
+    assert store.unlink("bob", "kb") and not store.unlink("bob", "kb")
+    assert store.set_token("bob", "new-token") and store.agent_by_token("secret-token") is None
+    assert store.delete_agent("bob") and store.agent("bob") is None and not store.delete_agent("bob")
+    assert store.integrity_errors() == []
+
+
+def test_sqlite_keeps_only_token_hashes(tmp_path: Path) -> None:
+    from kbserver.control import SqliteControlStore
+
+    db = SqliteControlStore(tmp_path / "control.db")
+    db.add_agent("bob", "secret-token", None, ("context",), False)
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("control.db*"))
     assert b"secret-token" not in raw and hash_token("secret-token").encode() in raw
-    db.link("bob", "kb", "read")
-    db.link("bob", "kb", "read_write")  # a second link replaces the first
-    assert db.agent("bob").links == {"kb": "read_write"}  # type: ignore[union-attr]
-    assert db.set_token("bob", "new-token") and db.agent_by_token("secret-token") is None
-    assert db.delete_agent("bob") and db.agent("bob") is None and not db.delete_agent("bob")
-    assert db.integrity_errors() == []
+    db.close()
 
 
-def test_expired_runs_are_removed_without_cron(tmp_path: Path) -> None:
-    db = ControlPlane(tmp_path / "control.db")
+def test_kbs_and_limits(store: ControlStore) -> None:
+    assert store.add_kb("notes", "Team notes") and not store.add_kb("notes", "again")
+    store.set_limits("notes", {"max_files": 3})
+    row = store.kb("notes")
+    assert row is not None and (row.description, row.limits) == ("Team notes", {"max_files": 3})
+    assert [r.slug for r in store.kbs()] == ["notes"] and store.kb("other") is None
+
+
+def test_expired_runs_are_removed_without_cron(store: ControlStore) -> None:
     now = time.time()
-    db.add_run(RunRow("old", "bob", now - 100, now - 1, False, {"kb": "a" * 40}))
-    db.add_run(RunRow("new", "bob", now, now + 100, True, {"kb": "b" * 40}))
-    assert db.run("old") is None  # adding a run sweeps the expired ones
-    assert db.run("new") == RunRow("new", "bob", now, now + 100, True, {"kb": "b" * 40})
+    store.add_run(RunRow("old", "bob", now - 100, now - 1, False, {"kb": "a" * 40}))
+    store.add_run(RunRow("new", "bob", now, now + 100, True, {"kb": "b" * 40}))
+    assert store.run("old") is None  # adding a run sweeps the expired ones
+    assert store.run("new") == RunRow("new", "bob", now, now + 100, True, {"kb": "b" * 40})
 
 
-def test_a_proposal_is_decided_once_even_when_raced(tmp_path: Path) -> None:
-    db = ControlPlane(tmp_path / "control.db")
-    db.add_proposal(
-        ProposalRow(
-            "p1",
-            "kb",
-            "bob",
-            "run",
-            time.time(),
-            "pending",
-            None,
-            "c" * 40,
-            {"files": []},
-            None,
-            None,
-            None,
-            None,
-        )
+def test_schema_version_is_the_last_migration(store: ControlStore, open_store: OpenStore) -> None:
+    assert store.schema_version() == MIGRATIONS[-1][0]
+    assert open_store().schema_version() == MIGRATIONS[-1][0]  # opening again migrates nothing
+
+
+def test_proposal_moves_only_from_the_state_it_expects(store: ControlStore) -> None:
+    store.add_proposal(_proposal())
+    assert not store.finish_proposal("kb", "p1", "v" * 40)  # not claimed
+    assert not store.release_proposal("kb", "p1", None)
+    assert store.claim_proposal("kb", "p1", "admin")
+    claimed = store.proposal("kb", "p1")
+    assert claimed is not None and claimed.status == "applying" and claimed.claimed is not None
+    assert not store.claim_proposal("kb", "p1", "admin")  # a second approval loses
+    assert not store.reject_proposal("kb", "p1", "admin", "no")  # and so does a rejection
+    assert store.release_proposal("kb", "p1", "stale: README.md changed")
+    released = store.proposal("kb", "p1")
+    assert released is not None and (released.status, released.reason) == (
+        "pending",
+        "stale: README.md changed",
     )
-    results: list[bool] = []
-    others = [ControlPlane(tmp_path / "control.db") for _ in range(6)]  # separate connections
-    threads = [
-        threading.Thread(
-            target=lambda d=d: results.append(
-                d.decide_proposal("kb", "p1", "approved", "admin", None, "v" * 40)
-            )
-        )
-        for d in others
-    ]
+    assert store.claim_proposal("kb", "p1", "admin") and store.finish_proposal("kb", "p1", "v" * 40)
+    done = store.proposal("kb", "p1")
+    assert done is not None and (done.status, done.version, done.decided_by) == (
+        "approved",
+        "v" * 40,
+        "admin",
+    )
+    assert not store.reject_proposal("kb", "p1", "admin", None)
+    assert [p.id for p in store.proposals("kb", "approved")] == ["p1"] and store.proposals(
+        "kb", "pending"
+    ) == []
+
+
+def test_a_rejection_is_final(store: ControlStore) -> None:
+    store.add_proposal(_proposal())
+    assert store.reject_proposal("kb", "p1", "admin", "superseded")
+    row = store.proposal("kb", "p1")
+    assert row is not None and (row.status, row.reason, row.decided_by) == ("rejected", "superseded", "admin")
+    assert not store.claim_proposal("kb", "p1", "admin") and not store.reject_proposal("kb", "p1", "x", None)
+
+
+def test_one_decision_wins_among_racing_connections(open_store: OpenStore) -> None:
+    open_store().add_proposal(_proposal())
+    stores = [open_store() for _ in range(6)]  # separate connections
+    results: list[tuple[str, bool]] = []
+    lock = threading.Lock()
+
+    def decide(n: int, s: ControlStore) -> None:
+        won = s.claim_proposal("kb", "p1", "admin") if n % 2 else s.reject_proposal("kb", "p1", "admin", None)
+        with lock:
+            results.append(("claim" if n % 2 else "reject", won))
+
+    threads = [threading.Thread(target=decide, args=(n, s)) for n, s in enumerate(stores)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    assert sorted(results) == [False] * 5 + [True]
-    assert db.proposal("kb", "p1").status == "approved"  # type: ignore[union-attr]
+    winners = [kind for kind, won in results if won]
+    assert len(results) == 6 and len(winners) == 1
+    row = open_store().proposal("kb", "p1")
+    assert row is not None and row.status == ("applying" if winners == ["claim"] else "rejected")
+
+
+def test_idempotency_keys(store: ControlStore) -> None:
+    now = time.time()
+    assert store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400) is None
+    held = store.reserve_key("agent:bob", "kb", "k1", "b" * 64, now, 86400)
+    assert held is not None and (held.body_sha256, held.result) == ("a" * 64, None)  # still running
+    # scoped per caller and KB
+    assert store.reserve_key("agent:eve", "kb", "k1", "a" * 64, now, 86400) is None
+    assert store.reserve_key("agent:bob", "other", "k1", "a" * 64, now, 86400) is None
+    store.finish_key("agent:bob", "kb", "k1", 200, {"version": "v" * 40})
+    store.release_key("agent:bob", "kb", "k1")  # a finished key is kept
+    done = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400)
+    assert done is not None and (done.status, done.result) == (200, {"version": "v" * 40})
+    store.release_key("agent:eve", "kb", "k1")  # a failed write frees its key
+    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now, 86400) is None
+    # a day later the key is free again
+    assert store.reserve_key("agent:bob", "kb", "k1", "d" * 64, now + 86401, 86400) is None
+
+
+def test_sqlite_upgrades_a_data_folder_from_before_migrations(tmp_path: Path) -> None:
+    import sqlite3
+
+    from kbserver.control import SqliteControlStore
+
+    old = sqlite3.connect(tmp_path / "control.db")
+    for statement in MIGRATIONS[0][1]:
+        old.execute(statement)
+    old.execute(
+        "INSERT INTO proposals (id, slug, agent, created, status, ref_commit, request)"
+        " VALUES ('p1', 'kb', 'bob', 1.0, 'pending', ?, '{\"files\": []}')",
+        ("c" * 40,),
+    )
+    old.commit()
+    old.close()
+    store = SqliteControlStore(tmp_path / "control.db")
+    assert store.schema_version() == MIGRATIONS[-1][0]
+    assert store.claim_proposal("kb", "p1", "admin")  # `applying` is allowed after the upgrade
+    row = store.proposal("kb", "p1")
+    assert row is not None and (row.agent, row.status) == ("bob", "applying")
+    assert store.integrity_errors() == []
+    store.close()

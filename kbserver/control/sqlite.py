@@ -1,128 +1,41 @@
-"""SQLite access for the control plane: one connection per thread, WAL, short transactions."""
+"""The SQLite ControlStore: one connection per thread, WAL, short BEGIN IMMEDIATE transactions."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import cast
 
+from kbserver.control.migrations import migrate
+from kbserver.control.rows import (
+    AgentRow,
+    IdempotencyRow,
+    KBRow,
+    ProposalRow,
+    ProposalStatus,
+    RunRow,
+    hash_token,
+)
 from kbserver.core.model import Permission
 
-__all__ = ["AgentRow", "ControlPlane", "KBRow", "ProposalRow", "RunRow", "hash_token"]
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS kbs (
-    slug TEXT PRIMARY KEY,
-    description TEXT NOT NULL DEFAULT '',
-    created REAL NOT NULL,
-    limits TEXT NOT NULL DEFAULT '{}'
-);
-CREATE TABLE IF NOT EXISTS agents (
-    name TEXT PRIMARY KEY,
-    token_hash TEXT NOT NULL UNIQUE,
-    parent TEXT,
-    tools TEXT NOT NULL DEFAULT 'context',
-    auto_record INTEGER NOT NULL DEFAULT 0,
-    created REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS links (
-    agent TEXT NOT NULL REFERENCES agents(name) ON DELETE CASCADE,
-    slug TEXT NOT NULL,
-    permission TEXT NOT NULL CHECK (permission IN ('read', 'read_write', 'read_write_ask')),
-    PRIMARY KEY (agent, slug)
-);
-CREATE TABLE IF NOT EXISTS runs (
-    id TEXT PRIMARY KEY,
-    agent TEXT NOT NULL,
-    created REAL NOT NULL,
-    expires REAL NOT NULL,
-    interactive INTEGER NOT NULL DEFAULT 0,
-    mounts TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS runs_expires ON runs(expires);
-CREATE TABLE IF NOT EXISTS proposals (
-    id TEXT PRIMARY KEY,
-    slug TEXT NOT NULL,
-    agent TEXT NOT NULL,
-    run_id TEXT,
-    created REAL NOT NULL,
-    status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
-    base TEXT,
-    ref_commit TEXT NOT NULL,
-    request TEXT NOT NULL,
-    reason TEXT,
-    decided_by TEXT,
-    decided REAL,
-    version TEXT
-);
-CREATE INDEX IF NOT EXISTS proposals_slug ON proposals(slug, status, created);
-"""
+__all__ = ["SqliteControlStore"]
 
 
-def hash_token(token: str) -> str:
-    """Tokens are random 256-bit secrets, so a plain SHA-256 is a safe, fast lookup key."""
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class KBRow:
-    slug: str
-    description: str
-    created: float
-    limits: dict[str, int]
-
-
-@dataclass(frozen=True)
-class AgentRow:
-    name: str
-    parent: str | None
-    tools: tuple[str, ...]
-    auto_record: bool
-    created: float
-    links: dict[str, Permission]
-
-
-@dataclass(frozen=True)
-class RunRow:
-    id: str
-    agent: str
-    created: float
-    expires: float
-    interactive: bool
-    mounts: dict[str, str]
-
-
-@dataclass(frozen=True)
-class ProposalRow:
-    id: str
-    slug: str
-    agent: str
-    run_id: str | None
-    created: float
-    status: str
-    base: str | None
-    ref_commit: str
-    request: dict[str, Any]
-    reason: str | None
-    decided_by: str | None
-    decided: float | None
-    version: str | None
-
-
-class ControlPlane:
-    """The control database. Safe to share between threads and between processes."""
+class SqliteControlStore:
+    """The control database in one SQLite file. Safe to share between threads and between processes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._db().executescript(_SCHEMA)  # idempotent (IF NOT EXISTS); executescript commits itself
+        self._version = migrate(self._db())
+
+    def schema_version(self) -> int:
+        return self._version
 
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
@@ -294,23 +207,73 @@ class ControlPlane:
             args.append(status)
         return [_proposal(r) for r in self._db().execute(sql + " ORDER BY created DESC, id", args)]
 
-    def decide_proposal(
-        self, slug: str, proposal_id: str, status: str, by: str, reason: str | None, version: str | None
+    def claim_proposal(self, slug: str, proposal_id: str, by: str) -> bool:
+        return self._move(slug, proposal_id, "pending", "applying", decided_by=by, claimed=time.time())
+
+    def finish_proposal(self, slug: str, proposal_id: str, version: str) -> bool:
+        return self._move(
+            slug, proposal_id, "applying", "approved", decided=time.time(), version=version, reason=None
+        )
+
+    def release_proposal(self, slug: str, proposal_id: str, reason: str | None) -> bool:
+        return self._move(
+            slug, proposal_id, "applying", "pending", decided_by=None, claimed=None, reason=reason
+        )
+
+    def reject_proposal(self, slug: str, proposal_id: str, by: str, reason: str | None) -> bool:
+        return self._move(
+            slug, proposal_id, "pending", "rejected", decided_by=by, decided=time.time(), reason=reason
+        )
+
+    def _move(
+        self, slug: str, proposal_id: str, old: ProposalStatus, new: ProposalStatus, **fields: object
     ) -> bool:
-        """Move a pending proposal to approved/rejected; False if it was no longer pending."""
+        """Compare-and-set of a proposal's status (one UPDATE ... WHERE status = old)."""
+        names = ", ".join(f"{name} = ?" for name in fields)
         with self._tx() as db:
             cur = db.execute(
-                "UPDATE proposals SET status = ?, decided_by = ?, decided = ?, reason = ?, version = ?"
-                " WHERE slug = ? AND id = ? AND status = 'pending'",
-                (status, by, time.time(), reason, version, slug, proposal_id),
+                f"UPDATE proposals SET status = ?, {names} WHERE slug = ? AND id = ? AND status = ?",
+                (new, *fields.values(), slug, proposal_id, old),
             )
             return cur.rowcount == 1
 
-    def note_proposal(self, slug: str, proposal_id: str, reason: str) -> None:
-        """Record why an approval failed; the proposal stays pending."""
+    # -- idempotency keys -----------------------------------------------------------------------------
+    def reserve_key(
+        self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float
+    ) -> IdempotencyRow | None:
+        with self._tx() as db:
+            db.execute("DELETE FROM idempotency WHERE created < ?", (now - ttl,))
+            row = db.execute(
+                "SELECT * FROM idempotency WHERE caller = ? AND slug = ? AND key = ?", (caller, slug, key)
+            ).fetchone()
+            if row is not None:
+                return IdempotencyRow(
+                    caller=row["caller"],
+                    slug=row["slug"],
+                    key=row["key"],
+                    body_sha256=row["body_sha256"],
+                    created=row["created"],
+                    status=row["status"],
+                    result=json.loads(row["result"]) if row["result"] is not None else None,
+                )
+            db.execute(
+                "INSERT INTO idempotency (caller, slug, key, body_sha256, created) VALUES (?, ?, ?, ?, ?)",
+                (caller, slug, key, body_sha256, now),
+            )
+            return None
+
+    def finish_key(self, caller: str, slug: str, key: str, status: int, result: dict[str, object]) -> None:
         with self._tx() as db:
             db.execute(
-                "UPDATE proposals SET reason = ? WHERE slug = ? AND id = ?", (reason, slug, proposal_id)
+                "UPDATE idempotency SET status = ?, result = ? WHERE caller = ? AND slug = ? AND key = ?",
+                (status, json.dumps(result), caller, slug, key),
+            )
+
+    def release_key(self, caller: str, slug: str, key: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "DELETE FROM idempotency WHERE caller = ? AND slug = ? AND key = ? AND result IS NULL",
+                (caller, slug, key),
             )
 
 
@@ -333,4 +296,5 @@ def _proposal(row: sqlite3.Row) -> ProposalRow:
         decided_by=row["decided_by"],
         decided=row["decided"],
         version=row["version"],
+        claimed=row["claimed"],
     )

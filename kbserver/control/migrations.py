@@ -1,0 +1,135 @@
+"""The SQLite schema as numbered migrations; `schema_migrations` records which ones ran.
+
+Never edit a migration that has shipped: add the next number. Migration 1 is the schema from
+before migrations were recorded (every statement `IF NOT EXISTS`), so old data folders upgrade.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+
+__all__ = ["MIGRATIONS", "migrate"]
+
+MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE IF NOT EXISTS kbs (
+                slug TEXT PRIMARY KEY,
+                description TEXT NOT NULL DEFAULT '',
+                created REAL NOT NULL,
+                limits TEXT NOT NULL DEFAULT '{}'
+            )""",
+            """CREATE TABLE IF NOT EXISTS agents (
+                name TEXT PRIMARY KEY,
+                token_hash TEXT NOT NULL UNIQUE,
+                parent TEXT,
+                tools TEXT NOT NULL DEFAULT 'context',
+                auto_record INTEGER NOT NULL DEFAULT 0,
+                created REAL NOT NULL
+            )""",
+            """CREATE TABLE IF NOT EXISTS links (
+                agent TEXT NOT NULL REFERENCES agents(name) ON DELETE CASCADE,
+                slug TEXT NOT NULL,
+                permission TEXT NOT NULL CHECK (permission IN ('read', 'read_write', 'read_write_ask')),
+                PRIMARY KEY (agent, slug)
+            )""",
+            """CREATE TABLE IF NOT EXISTS runs (
+                id TEXT PRIMARY KEY,
+                agent TEXT NOT NULL,
+                created REAL NOT NULL,
+                expires REAL NOT NULL,
+                interactive INTEGER NOT NULL DEFAULT 0,
+                mounts TEXT NOT NULL
+            )""",
+            "CREATE INDEX IF NOT EXISTS runs_expires ON runs(expires)",
+            """CREATE TABLE IF NOT EXISTS proposals (
+                id TEXT PRIMARY KEY,
+                slug TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                run_id TEXT,
+                created REAL NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+                base TEXT,
+                ref_commit TEXT NOT NULL,
+                request TEXT NOT NULL,
+                reason TEXT,
+                decided_by TEXT,
+                decided REAL,
+                version TEXT
+            )""",
+            "CREATE INDEX IF NOT EXISTS proposals_slug ON proposals(slug, status, created)",
+        ),
+    ),
+    (
+        2,  # approvals claim a proposal (pending -> applying) before they commit it
+        (
+            """CREATE TABLE proposals_new (
+                id TEXT PRIMARY KEY,
+                slug TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                run_id TEXT,
+                created REAL NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'applying', 'approved', 'rejected')),
+                base TEXT,
+                ref_commit TEXT NOT NULL,
+                request TEXT NOT NULL,
+                reason TEXT,
+                decided_by TEXT,
+                decided REAL,
+                version TEXT,
+                claimed REAL
+            )""",
+            "INSERT INTO proposals_new (id, slug, agent, run_id, created, status, base, ref_commit, request,"
+            " reason, decided_by, decided, version) SELECT id, slug, agent, run_id, created, status, base,"
+            " ref_commit, request, reason, decided_by, decided, version FROM proposals",
+            "DROP TABLE proposals",
+            "ALTER TABLE proposals_new RENAME TO proposals",
+            "CREATE INDEX proposals_slug ON proposals(slug, status, created)",
+        ),
+    ),
+    (
+        3,  # Idempotency-Key of writes, per caller and KB
+        (
+            """CREATE TABLE idempotency (
+                caller TEXT NOT NULL,
+                slug TEXT NOT NULL,
+                key TEXT NOT NULL,
+                body_sha256 TEXT NOT NULL,
+                created REAL NOT NULL,
+                status INTEGER,
+                result TEXT,
+                PRIMARY KEY (caller, slug, key)
+            )""",
+            "CREATE INDEX idempotency_created ON idempotency(created)",
+        ),
+    ),
+)
+
+
+def migrate(db: sqlite3.Connection) -> int:
+    """Apply the migrations `db` lacks, each in its own transaction; returns the schema version.
+
+    Safe when several processes open the same data folder at once: each migration re-checks the
+    recorded version inside its write transaction.
+    """
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, applied REAL NOT NULL)"
+    )
+    for number, statements in MIGRATIONS:
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            done = db.execute("SELECT 1 FROM schema_migrations WHERE version = ?", (number,)).fetchone()
+            if done is None:
+                for statement in statements:
+                    db.execute(statement)
+                db.execute(
+                    "INSERT INTO schema_migrations (version, applied) VALUES (?, ?)", (number, time.time())
+                )
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+    row = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    return int(row[0])

@@ -1,0 +1,88 @@
+"""The rows of the control plane: plain frozen records that every ControlStore hands out."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kbserver.core.model import Permission
+
+__all__ = [
+    "PROPOSAL_STATUSES",
+    "AgentRow",
+    "IdempotencyRow",
+    "KBRow",
+    "ProposalRow",
+    "ProposalStatus",
+    "RunRow",
+    "hash_token",
+]
+
+# `applying`: an approval claimed the proposal and is committing it right now (or died doing so).
+ProposalStatus = Literal["pending", "applying", "approved", "rejected"]
+PROPOSAL_STATUSES: tuple[ProposalStatus, ...] = ("pending", "applying", "approved", "rejected")
+
+
+def hash_token(token: str) -> str:
+    """Tokens are random 256-bit secrets, so a plain SHA-256 is a safe, fast lookup key."""
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class KBRow:
+    slug: str
+    description: str
+    created: float
+    limits: dict[str, int]
+
+
+@dataclass(frozen=True)
+class AgentRow:
+    name: str
+    parent: str | None
+    tools: tuple[str, ...]
+    auto_record: bool
+    created: float
+    links: dict[str, Permission]
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: str
+    agent: str
+    created: float
+    expires: float
+    interactive: bool
+    mounts: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ProposalRow:
+    id: str
+    slug: str
+    agent: str
+    run_id: str | None
+    created: float
+    status: ProposalStatus
+    base: str | None
+    ref_commit: str
+    request: dict[str, Any]
+    reason: str | None = None
+    decided_by: str | None = None
+    decided: float | None = None
+    version: str | None = None
+    claimed: float | None = None  # when an approval claimed it (status `applying`)
+
+
+@dataclass(frozen=True)
+class IdempotencyRow:
+    """A write's `Idempotency-Key`, scoped by caller and KB; `result` is None while it runs."""
+
+    caller: str
+    slug: str
+    key: str
+    body_sha256: str
+    created: float
+    status: int | None
+    result: dict[str, Any] | None

@@ -1,0 +1,100 @@
+"""The ControlStore protocol: what services need from the control plane, whatever database holds it.
+
+SQLite implements it today (`SqliteControlStore`); a PostgreSQL store can implement it later.
+Every method is one short transaction, safe to call from several threads and several processes.
+Methods that change a row in a given state are compare-and-set: they return False when the row was
+not in that state, so two processes can never both win.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from kbserver.control.rows import AgentRow, IdempotencyRow, KBRow, ProposalRow, RunRow
+from kbserver.core.model import Permission
+
+__all__ = ["ControlStore"]
+
+
+class ControlStore(Protocol):
+    """Agents, token hashes, links, KB metadata, runs, proposals and idempotency keys."""
+
+    def close(self) -> None: ...
+
+    def schema_version(self) -> int:
+        """The number of the last migration applied to this store."""
+        ...
+
+    def integrity_errors(self) -> list[str]: ...
+
+    # -- KBs
+    def add_kb(self, slug: str, description: str) -> bool:
+        """Record a KB; False when it is recorded already."""
+        ...
+
+    def kb(self, slug: str) -> KBRow | None: ...
+    def kbs(self) -> list[KBRow]: ...
+    def set_limits(self, slug: str, limits: dict[str, int]) -> None: ...
+
+    # -- agents and links
+    def add_agent(
+        self, name: str, token: str, parent: str | None, tools: tuple[str, ...], auto_record: bool
+    ) -> bool:
+        """Record an agent with the hash of `token`; False when the name is taken."""
+        ...
+
+    def set_token(self, name: str, token: str) -> bool: ...
+    def delete_agent(self, name: str) -> bool: ...
+    def agent(self, name: str) -> AgentRow | None: ...
+    def agent_by_token(self, token: str) -> AgentRow | None: ...
+    def agents(self) -> list[AgentRow]: ...
+    def link(self, agent: str, slug: str, permission: Permission) -> None: ...
+    def unlink(self, agent: str, slug: str) -> bool: ...
+
+    # -- runs
+    def add_run(self, run: RunRow) -> None:
+        """Record a run (and drop the expired ones)."""
+        ...
+
+    def run(self, run_id: str) -> RunRow | None: ...
+
+    # -- proposals
+    def add_proposal(self, proposal: ProposalRow) -> None: ...
+    def proposal(self, slug: str, proposal_id: str) -> ProposalRow | None: ...
+    def proposals(self, slug: str, status: str | None) -> list[ProposalRow]:
+        """A KB's proposals (of one status when given), newest first."""
+        ...
+
+    def claim_proposal(self, slug: str, proposal_id: str, by: str) -> bool:
+        """pending → applying, before the approval commits; False when it was not pending."""
+        ...
+
+    def finish_proposal(self, slug: str, proposal_id: str, version: str) -> bool:
+        """applying → approved as `version`; False when it was not applying."""
+        ...
+
+    def release_proposal(self, slug: str, proposal_id: str, reason: str | None) -> bool:
+        """applying → pending again (the approval failed, `reason` says why)."""
+        ...
+
+    def reject_proposal(self, slug: str, proposal_id: str, by: str, reason: str | None) -> bool:
+        """pending → rejected in one step; False when it was not pending."""
+        ...
+
+    # -- idempotency keys of writes
+    def reserve_key(
+        self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float
+    ) -> IdempotencyRow | None:
+        """Reserve `key` for a write about to run: None when reserved now, else the row that holds it.
+
+        Rows older than `ttl` seconds are dropped first, so an expired key is free again.
+        """
+        ...
+
+    def finish_key(self, caller: str, slug: str, key: str, status: int, result: dict[str, object]) -> None:
+        """Record the answer of the write that reserved `key`."""
+        ...
+
+    def release_key(self, caller: str, slug: str, key: str) -> None:
+        """Free `key` again (the write it reserved changed nothing)."""
+        ...
