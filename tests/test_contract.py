@@ -23,6 +23,7 @@ CONTRACT_ERRORS = {
     "forbidden": 403,
     "not_found": 404,
     "already_exists": 409,
+    "not_pending": 409,
     "stale": 409,
     "no_match": 422,
     "ambiguous_match": 422,
