@@ -1,0 +1,225 @@
+"""A KB's vector folder: passage vectors cached by content sha256, the paths they cover, the version.
+
+```
+vectors/{slug}/vectors.db   SQLite (WAL), one per KB:
+  meta(key, value)          embedder name, dim, covered version
+  blob(sha256, vector)      float32 vectors of contents, kept across versions (a revert re-embeds nothing)
+  path(path, sha256)        the files of the covered version that have a vector
+```
+One writer (the follower's sink) and any number of readers, in any processes: SQLite's own locking
+and WAL make that safe, and a reader notices another process's commit by `PRAGMA data_version`
+before each search, so the in-memory matrix is rebuilt only when the folder changed. Search is exact
+cosine similarity over one numpy matrix (fine to ~10^5 files per KB; see the README for what
+replaces it past that).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from kbserver.vectors.embedder import Embedder
+
+__all__ = ["VectorHit", "VectorStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blob (sha256 TEXT PRIMARY KEY, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS path (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL);
+"""
+_BATCH = 32  # passages per embedder call: big enough to amortise the call, small enough to show progress
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    path: str
+    score: float  # cosine similarity in [-1, 1]
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class VectorStore:
+    """The vectors of one KB. Thread-safe; close it when done."""
+
+    def __init__(self, folder: Path, embedder: Embedder) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        self.folder = folder
+        self.embedder = embedder
+        self._db = sqlite3.connect(folder / "vectors.db", check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")  # disposable: a lost tail is re-embedded
+        self._db.execute("PRAGMA busy_timeout=30000")
+        self._db.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+        self._seen_data_version: int | None = None
+        self._paths: list[str] = []
+        self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        if self._meta("embedder") not in (None, embedder.name):
+            self._reset()  # another model's vectors cannot be compared with this one's
+
+    # -- metadata -------------------------------------------------------------------------------
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _reset(self) -> None:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute("DELETE FROM path")
+            self._db.execute("DELETE FROM blob")
+            self._db.execute("DELETE FROM meta")
+            self._db.execute("COMMIT")
+            self._seen_data_version = None
+
+    def covered_version(self) -> str | None:
+        """The version whose files all have vectors here, or None before the first update."""
+        with self._lock:
+            return self._meta("version")
+
+    def paths(self) -> dict[str, str]:
+        """path -> sha256 of every file that has a vector."""
+        with self._lock:
+            return {str(p): str(s) for p, s in self._db.execute("SELECT path, sha256 FROM path")}
+
+    # -- writing (the follower's sink) -----------------------------------------------------------
+
+    def update(
+        self,
+        version: str,
+        upserts: Mapping[str, str],
+        deletes: Iterable[str],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Move the folder to `version`: vectors for `upserts` (path -> text), none for `deletes`.
+
+        Contents already embedded (same sha256, under any path, in any version) are not embedded
+        again. Embedding runs before the one transaction that records the result, so readers see
+        either the old version or the new one. Returns the number of texts embedded.
+        """
+        wanted = {path: _sha256(text) for path, text in upserts.items()}
+        with self._lock:
+            known = {
+                str(row[0])
+                for chunk in _chunks(sorted(set(wanted.values())), 500)
+                for row in self._db.execute(
+                    f"SELECT sha256 FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
+                )
+            }
+        todo: dict[str, str] = {}
+        for path, digest in wanted.items():
+            if digest not in known and digest not in todo:
+                todo[digest] = upserts[path]
+        embedded: list[tuple[str, bytes]] = []
+        digests = list(todo)
+        for start in range(0, len(digests), _BATCH):
+            batch = digests[start : start + _BATCH]
+            vectors = self.embedder.passages([todo[d] for d in batch])
+            embedded.extend(
+                (d, np.asarray(v, dtype="<f4").tobytes()) for d, v in zip(batch, vectors, strict=True)
+            )
+            if progress is not None:
+                progress(len(embedded), len(digests))
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                self._db.executemany("INSERT OR REPLACE INTO blob VALUES (?, ?)", embedded)
+                self._db.executemany("DELETE FROM path WHERE path = ?", [(p,) for p in deletes])
+                self._db.executemany("INSERT OR REPLACE INTO path VALUES (?, ?)", wanted.items())
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                    [("embedder", self.embedder.name), ("dim", str(self.embedder.dim)), ("version", version)],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            finally:
+                self._seen_data_version = None  # data_version counts only other connections' commits
+        return len(embedded)
+
+    def rebuild(
+        self,
+        version: str,
+        files: Mapping[str, str],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> int:
+        """Make the folder hold exactly `files` at `version`; cached vectors of unchanged contents are
+        reused, and vectors no file refers to any more are dropped."""
+        stale = set(self.paths()) - set(files)
+        count = self.update(version, files, stale, progress=progress)
+        with self._lock:
+            self._db.execute("DELETE FROM blob WHERE sha256 NOT IN (SELECT sha256 FROM path)")
+        return count
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def _fresh_matrix(self) -> tuple[list[str], npt.NDArray[np.float32]]:
+        """The (paths, matrix) of the covered version, reloaded only after a commit by anyone."""
+        data_version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
+        if data_version != self._seen_data_version:
+            rows = self._db.execute(
+                "SELECT path.path, blob.vector FROM path JOIN blob USING (sha256) ORDER BY path.path"
+            ).fetchall()
+            self._paths = [str(r[0]) for r in rows]
+            dim = self.embedder.dim
+            buffer = b"".join(r[1] for r in rows)
+            self._matrix = (
+                np.frombuffer(buffer, dtype="<f4").reshape(len(rows), dim)
+                if rows
+                else (np.zeros((0, dim), dtype=np.float32))
+            )
+            self._seen_data_version = data_version
+        return self._paths, self._matrix
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        prefix: str | None = None,
+        allow: Callable[[str], bool] | None = None,
+    ) -> list[VectorHit]:
+        """The `limit` files most similar to `query` (cosine, best first), among those under `prefix`
+        and accepted by `allow`. Ties are broken by path, so results are deterministic."""
+        if limit <= 0:
+            return []
+        vector = self.embedder.query(query)
+        with self._lock:
+            paths, matrix = self._fresh_matrix()
+        if not paths:
+            return []
+        scores = matrix @ vector
+        keep = [
+            i
+            for i, p in enumerate(paths)
+            if (prefix is None or p.startswith(prefix)) and (allow is None or allow(p))
+        ]
+        ranked = sorted(keep, key=lambda i: (-float(scores[i]), paths[i]))[:limit]
+        return [VectorHit(paths[i], float(scores[i])) for i in ranked]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> VectorStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
+    for start in range(0, len(items), size):
+        yield items[start : start + size]

