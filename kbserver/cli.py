@@ -15,7 +15,7 @@ from typing import NoReturn
 from kbserver import __version__
 from kbserver.config import Settings, admin_token
 from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unavailable
-from kbserver.services import Services, agents, files, health, kbs
+from kbserver.services import Services, agents, files, health, kbs, proposals
 from kbserver.services.auth import ADMIN
 
 __all__ = ["main"]
@@ -154,6 +154,86 @@ def _agent_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _kb_list(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        listing = kbs.visible(services, ADMIN)
+    if args.json:
+        print(json.dumps(listing, ensure_ascii=False))
+        return 0
+    for kb in listing:
+        head = str(kb["head"] or "-")[:12]
+        print(f"{kb['slug']}\t{head}\t{kb['description']}")
+    return 0
+
+
+def _agent_list(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        listing = agents.listing(services, ADMIN)
+    if args.json:
+        print(json.dumps(listing, ensure_ascii=False))
+        return 0
+    for agent in listing["agents"]:  # type: ignore[attr-defined]
+        links = ", ".join(f"{link['kb']}:{link['permission']}" for link in agent["links"]) or "-"
+        print(f"{agent['name']}\ttools={','.join(agent['tools'])}\tlinks={links}")
+    return 0
+
+
+def _agent_token(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        agent, token = agents.rotate(services, ADMIN, args.name)
+    print(f"new token for agent {agent['name']}; the old one stops working now. Shown once:")
+    print(token)
+    return 0
+
+
+def _agent_delete(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        agents.delete(services, ADMIN, args.name)
+    print(f"deleted agent {args.name} and its links; its token stops working now")
+    return 0
+
+
+def _unlink(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        agents.unlink(services, ADMIN, args.agent, args.slug)
+    print(f"unlinked agent {args.agent} from KB {args.slug}")
+    return 0
+
+
+def _proposals(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        listing = proposals.listing(services, ADMIN, args.slug, args.status)
+    if args.json:
+        print(json.dumps(listing, ensure_ascii=False))
+        return 0
+    for p in listing["proposals"]:  # type: ignore[attr-defined]
+        paths = ", ".join(f"{f['mode']} {f['path']}" for f in p["files"])
+        print(f"{p['id']}\t{p['status']}\t{p['agent']}\t{p['created']}\t{paths}")
+    return 0
+
+
+def _approve(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        out = proposals.approve(services, ADMIN, args.slug, args.id)
+    print(f"approved proposal {args.id} of KB {args.slug} as version {out['version']}")
+    return 0
+
+
+def _reject(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        proposals.reject(services, ADMIN, args.slug, args.id, args.reason)
+    print(f"rejected proposal {args.id} of KB {args.slug}")
+    return 0
+
+
 def _link(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
@@ -257,47 +337,89 @@ def _parser() -> argparse.ArgumentParser:
         return p
 
     p = command("serve", _serve, "run the server (HTTP API, MCP, git clone)", creates_data=True)
-    p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
-    p.add_argument("--port", type=int, default=None, help="port (default 8765)")
+    p.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1, or $KBSERVER_HOST)")
+    p.add_argument(
+        "--port", type=int, default=None, help="port to listen on (default 8765, or $KBSERVER_PORT)"
+    )
 
-    kb = sub.add_parser("kb", help="manage KBs").add_subparsers(dest="kb_command", required=True)
-    p = command("create", _kb_create, "create a KB", kb, creates_data=True)
-    p.add_argument("slug")
-    p.add_argument("--description", default="")
-    p = command("limits", _kb_limits, "set a KB's write limits (prints them)", kb)
-    p.add_argument("slug")
+    kb = sub.add_parser("kb", help="manage KBs", description="manage KBs")
+    kb_sub = kb.add_subparsers(dest="kb_command", required=True)
+    p = command("create", _kb_create, "create a KB (prints it as JSON)", kb_sub, creates_data=True)
+    p.add_argument("slug", help="the KB's name: lowercase letters, digits and dashes")
+    p.add_argument("--description", default="", help="what the KB is for (goes into its README.md)")
+    p = command("list", _kb_list, "list every KB: slug, head version, description", kb_sub)
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p = command("limits", _kb_limits, "set a KB's write limits (prints them)", kb_sub)
+    p.add_argument("slug", help="the KB")
     p.add_argument("--max-file-bytes", type=int, default=None, help="size limit of one file after a change")
     p.add_argument("--max-files", type=int, default=None, help="files per write")
 
-    agent = sub.add_parser("agent", help="manage agents").add_subparsers(dest="agent_command", required=True)
-    p = command("create", _agent_create, "create an agent; prints its token on the last line", agent)
-    p.add_argument("name")
-    p.add_argument("--parent", default=None)
+    agent = sub.add_parser("agent", help="manage agents", description="manage agents and their tokens")
+    agent_sub = agent.add_subparsers(dest="agent_command", required=True)
+    p = command("create", _agent_create, "create an agent; prints its token on the last line", agent_sub)
+    p.add_argument("name", help="the agent's name: lowercase letters, digits, dashes and underscores")
+    p.add_argument("--parent", default=None, help="an existing agent whose auto memory this one may read")
     p.add_argument("--tools", default=None, help="comma-separated tool sets (default: context)")
     p.add_argument("--auto-record", action="store_true", help="teach the agent to record what it learns")
+    p = command("list", _agent_list, "list agents with their tool sets and links", agent_sub)
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p = command(
+        "token",
+        _agent_token,
+        "give an agent a new token (the old one stops working); prints it last",
+        agent_sub,
+    )
+    p.add_argument("name", help="the agent")
+    p = command("delete", _agent_delete, "delete an agent and its links; its token stops working", agent_sub)
+    p.add_argument("name", help="the agent")
 
-    p = command("link", _link, "give an agent a permission on a KB")
-    p.add_argument("agent")
-    p.add_argument("slug")
-    p.add_argument("--permission", required=True, choices=["read", "read_write", "read_write_ask"])
+    p = command("link", _link, "give an agent a permission on a KB (replaces an earlier one)")
+    p.add_argument("agent", help="the agent")
+    p.add_argument("slug", help="the KB")
+    p.add_argument(
+        "--permission",
+        required=True,
+        choices=["read", "read_write", "read_write_ask"],
+        help="read; read_write; read_write_ask (writes become proposals an admin approves)",
+    )
+    p = command("unlink", _unlink, "take an agent's permission on a KB away")
+    p.add_argument("agent", help="the agent")
+    p.add_argument("slug", help="the KB")
+
+    p = command("proposals", _proposals, "list a KB's proposals, newest first")
+    p.add_argument("slug", help="the KB")
+    p.add_argument(
+        "--status",
+        default=None,
+        choices=["pending", "approved", "rejected"],
+        help="only proposals in this state",
+    )
+    p.add_argument("--json", action="store_true", help="print the proposals (with their diffs) as JSON")
+    p = command("approve", _approve, "apply a pending proposal as a new version")
+    p.add_argument("slug", help="the KB")
+    p.add_argument("id", help="the proposal's id (prop_...)")
+    p = command("reject", _reject, "reject a pending proposal")
+    p.add_argument("slug", help="the KB")
+    p.add_argument("id", help="the proposal's id (prop_...)")
+    p.add_argument("--reason", default=None, help="why, for the agent to read")
 
     p = command("mount", _mount, "write a read-only copy of a version to a folder")
-    p.add_argument("slug")
-    p.add_argument("dir")
-    p.add_argument("--version", dest="version", default=None)
+    p.add_argument("slug", help="the KB")
+    p.add_argument("dir", help="a folder that does not exist yet, or is empty")
+    p.add_argument("--version", dest="version", default=None, help="the version (default: the head)")
 
     p = command("import", _import, "import a folder of text files as one version")
-    p.add_argument("slug")
-    p.add_argument("folder")
-    p.add_argument("--description", default="")
+    p.add_argument("slug", help="the KB (created when missing)")
+    p.add_argument("folder", help="the folder to import")
+    p.add_argument("--description", default="", help="the description of a KB created by the import")
 
     p = command("reindex", _reindex, "rebuild the search index of one or every KB")
-    p.add_argument("slug", nargs="?")
+    p.add_argument("slug", nargs="?", help="the KB (default: every KB)")
 
-    command("fsck", _fsck, "check every repository and the control plane")
+    command("fsck", _fsck, "check every repository and the control plane (exit 2 on damage)")
 
     p = command("mcp", _mcp, "serve MCP over stdio for one agent")
-    p.add_argument("--agent", required=True)
+    p.add_argument("--agent", required=True, help="the agent whose tools and permissions the client gets")
     return parser
 
 
