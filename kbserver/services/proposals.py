@@ -13,6 +13,7 @@ from kbserver.core.model import Caller, WriteRequest, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.commits import commit, summary
 from kbserver.services.context import Services
+from kbserver.services.reserved import check_caps
 from kbserver.store import CommitPlan, TreeView
 
 __all__ = ["approve", "get", "listing", "propose", "reject"]
@@ -34,7 +35,7 @@ def propose(
     subject = req.message.strip() if req.message and req.message.strip() else None
 
     def job(tip: TreeView) -> CommitPlan:
-        applied = apply(tip, req.files, limits)
+        applied = check_caps(tip, apply(tip, req.files, limits))
         paths = [a.path for a in applied]
         return CommitPlan(
             {a.path: a.content for a in applied},
@@ -91,7 +92,7 @@ def _diff_against_head(services: Services, slug: str, req: WriteRequest) -> dict
     head = repo.head()
     tip = repo.view(head)
     try:
-        applied = apply(tip, req.files, services.limits(slug))
+        applied = check_caps(tip, apply(tip, req.files, services.limits(slug)))
     except KBError as err:
         return {"diff": [], "conflict": err.to_dict()}
     diff = []
@@ -190,7 +191,7 @@ def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> 
             services,
             caller,
             slug,
-            lambda tip: apply(tip, req.files, limits),
+            lambda tip: check_caps(tip, apply(tip, req.files, limits)),
             kind="approval",
             message=req.message,
             run_id=p.run_id,

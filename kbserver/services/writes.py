@@ -9,19 +9,22 @@ from kbserver.services.auth import require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
 from kbserver.services.proposals import propose
+from kbserver.services.reserved import check_caps, check_owner
 from kbserver.services.runs import owned_run
 
 __all__ = ["submit"]
 
 
 def submit(
-    services: Services, caller: Caller, slug: str, req: WriteRequest
+    services: Services, caller: Caller, slug: str, req: WriteRequest, *, tool_set: str = "context"
 ) -> WriteResult | dict[str, object]:
     """A write: a new version, or for a `read_write_ask` agent a pending proposal.
 
+    `tool_set` names the dialect that makes the write (files reserved for another set are refused).
     Raises NotFound, Forbidden, ApprovalUnavailable and every error of `changes.apply`.
     """
     permission = require_write(services, caller, slug)
+    check_owner(caller, (f.path for f in req.files), tool_set)
     run = None
     if req.run_id is not None:
         run = owned_run(services, caller, req.run_id)
@@ -44,7 +47,7 @@ def submit(
         services,
         caller,
         slug,
-        lambda tip: apply(tip, req.files, limits),
+        lambda tip: check_caps(tip, apply(tip, req.files, limits)),
         kind=kind,
         message=req.message,
         run_id=req.run_id,
