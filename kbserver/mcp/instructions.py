@@ -39,9 +39,14 @@ def _kb_lines(kbs: Sequence[Mapping[str, object]]) -> list[str]:
 
 
 def instructions(
-    caller: Caller, kbs: Sequence[Mapping[str, object]], run: tuple[str, Mapping[str, str]] | None = None
+    caller: Caller,
+    kbs: Sequence[Mapping[str, object]],
+    run: tuple[str, Mapping[str, str]] | None = None,
+    extra: Sequence[str] = (),
 ) -> str:
-    """The instructions for `caller`, who can reach `kbs` (`[{slug, description, permission}]`)."""
+    """The instructions for `caller`, who can reach `kbs` (`[{slug, description, permission}]`).
+
+    `extra` are the parts of the caller's dialects (e.g. its MEMORY.md), added at the end."""
     who = "the admin" if caller.is_admin else f"agent {caller.name}"
     parts = [
         f"kbserver: versioned, reviewable memory. You are connected as {who}. Each KB is a git repository; "
@@ -72,4 +77,5 @@ def instructions(
         )
     if caller.auto_record:
         parts.append(LEARNING_POLICY)
+    parts.extend(extra)
     return "\n\n".join(parts)

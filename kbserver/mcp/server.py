@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from kbserver import __version__
+from kbserver.mcp.dialects import dialect_tools
 from kbserver.mcp.instructions import MEMORY_RULES
 from kbserver.mcp.resources import register_resources
 from kbserver.mcp.session import Binding, SessionMiddleware
@@ -53,12 +54,16 @@ def build_server(
         instructions=MEMORY_RULES,  # replaced per caller at initialize and server/discover
         token_verifier=token_verifier,
         auth=auth,
-        tools=context_tools(binding),
+        tools=[*context_tools(binding), *dialect_tools(binding)],
         log_level="WARNING",
         cache_hints=_CACHE_HINTS,  # type: ignore[arg-type]
-        middleware=[SessionMiddleware(binding)],
+        middleware=[SessionMiddleware(binding, always=[_name(fn) for fn in extra_tools])],
     )
     register_resources(server, binding)
     for fn in extra_tools:
         server.add_tool(fn)
     return server
+
+
+def _name(fn: Callable[..., Any]) -> str:
+    return str(getattr(fn, "__name__", ""))

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,8 +24,11 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 
-from kbserver.core.errors import KBError
+from kbserver.core.errors import Forbidden, KBError
 from kbserver.core.model import Caller
+from kbserver.dialects import auto
+from kbserver.mcp.dialects import allowed_tools
+from kbserver.mcp.errors import error_result
 from kbserver.mcp.instructions import instructions
 from kbserver.mcp.resources import mime_type, resource_page
 from kbserver.services import Services, kbs, runs
@@ -90,16 +93,24 @@ def _protocol_error(err: KBError, code: int = INVALID_REQUEST) -> MCPError:
 
 class SessionMiddleware:
     """Server middleware: starts a session's run at `initialize`, writes the caller's own instructions
-    into `initialize` and `server/discover` results, and lists the caller's files as resources."""
+    into `initialize` and `server/discover` results, lists the caller's files as resources, and shows
+    and runs only the tools of the caller's tool sets (plus `always`)."""
 
-    def __init__(self, binding: Binding) -> None:
+    def __init__(self, binding: Binding, always: Iterable[str] = ()) -> None:
         self.binding = binding
+        self.always = frozenset(always)
 
     async def __call__(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
         if ctx.method in ("initialize", "server/discover"):
             return await self._with_instructions(ctx, call_next)
         if ctx.method == "resources/list":
             return await self._list_resources(ctx, call_next)
+        if ctx.method == "tools/list":
+            return await self._list_tools(ctx, call_next)
+        if ctx.method == "tools/call":
+            refused = await self._refused_tool(ctx)
+            if refused is not None:
+                return refused
         result = await call_next(ctx)
         if ctx.method == "resources/read" and isinstance(result, dict):
             for item in result.get("contents") or []:  # one template serves every kind of file
@@ -132,8 +143,41 @@ class SessionMiddleware:
                     log.info("MCP session %s of agent %s is run %s", conn.session_id, caller.name, run.id)
         reachable = await anyio.to_thread.run_sync(kbs.visible, self.binding.services, caller)
         pinned = (run.id, run.mounts) if run is not None else None
-        result["instructions"] = instructions(caller, reachable, pinned)
+        extra = []
+        if "auto" in caller.tools:
+            memory = await anyio.to_thread.run_sync(auto.instructions, self.binding.services, caller)
+            if memory:
+                extra.append(memory)
+        result["instructions"] = instructions(caller, reachable, pinned, extra)
         return result
+
+    def _allowed(self, caller: Caller) -> set[str]:
+        return allowed_tools(caller) | self.always
+
+    async def _list_tools(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            return result
+        allowed = self._allowed(await self._caller())
+        result["tools"] = [t for t in result["tools"] if isinstance(t, dict) and t.get("name") in allowed]
+        return result
+
+    async def _refused_tool(self, ctx: _Ctx) -> HandlerResult | None:
+        """A tool error for a tool outside the caller's tool sets; None when the call may go ahead."""
+        name = (ctx.params or {}).get("name")
+        try:
+            caller = await anyio.to_thread.run_sync(self.binding.caller)
+        except KBError:
+            return None  # the tool itself reports the missing or unknown caller
+        if not isinstance(name, str) or name in self._allowed(caller):
+            return None
+        sets = ", ".join(caller.tools) or "none"
+        err = Forbidden(
+            f"the tool {name} is not in your tool sets ({sets}); ask an admin for an agent with the set "
+            "that has it",
+            tool=name,
+        )
+        return error_result(err).model_dump(by_alias=True, mode="json", exclude_none=True)
 
     async def _list_resources(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
