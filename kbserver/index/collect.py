@@ -18,24 +18,31 @@ matcher path relies on) gives the exact top N and the exact number of matches in
 
 from __future__ import annotations
 
+from collections.abc import Sequence, Set
 from heapq import heappush, heapreplace
 from typing import Any
 
 __all__ = ["collect"]
 
 
-def collect(searcher: Any, query: Any, limit: int) -> tuple[list[tuple[float, int]], int]:
-    """The best `limit` (score, docnum) pairs, by score then docnum, and the number of all matches.
+def collect(
+    searcher: Any, query: Any, limit: int, tiers: Sequence[Set[int]] = ()
+) -> tuple[list[tuple[float, int]], int]:
+    """The best `limit` (score, docnum) pairs and the number of all matches of `query`.
 
-    Ties keep the lower document number first, so consecutive pages never overlap.
+    A document in more of the `tiers` (sets of document numbers) ranks above one in fewer, then
+    by BM25F score, then by lower document number, so consecutive pages never overlap. The score
+    returned is the number of tiers plus the BM25F score squashed into [0, 1), so it orders hits
+    exactly as they are ranked.
     """
     context = searcher.context(needs_current=True)
-    heap: list[tuple[float, int]] = []  # (score, -docnum): the smallest is the worst kept
+    heap: list[tuple[int, float, int]] = []  # (tiers, score, -docnum): the smallest is the worst kept
     total = 0
     for sub, offset in searcher.leaf_searchers():
         matcher = query.matcher(sub, context)
         while matcher.is_active():
-            item = (float(matcher.score()), -(offset + matcher.id()))
+            docnum = offset + matcher.id()
+            item = (sum(docnum in tier for tier in tiers), float(matcher.score()), -docnum)
             total += 1
             if len(heap) < limit:
                 heappush(heap, item)
@@ -43,4 +50,4 @@ def collect(searcher: Any, query: Any, limit: int) -> tuple[list[tuple[float, in
                 heapreplace(heap, item)
             matcher.next()
     heap.sort(reverse=True)
-    return [(score, -negated) for score, negated in heap], total
+    return [(level + max(score, 0.0) / (1.0 + max(score, 0.0)), -neg) for level, score, neg in heap], total

@@ -312,8 +312,9 @@ class SearchIndex:
     ) -> SearchResult:
         """Rank files for `query` (BM25F), optionally only under `prefix` and with exact field `filters`.
 
-        Words must all match (if none does, any may); "quoted phrases"; -word excludes; OR. An empty
-        query lists the files passing prefix and filters, in path order. Never raises on query syntax.
+        The words are ORed: files with every word rank first, then files with the words as a phrase
+        above those (see query.py); "quoted phrases" must occur; -word excludes. An empty query
+        lists the files passing prefix and filters, in path order. Never raises on query syntax.
         `total` is always exact: the collector steps every match anyway (collect.py), so
         `exact_total` is accepted for callers that do not need it and changes nothing.
         """
@@ -328,11 +329,12 @@ class SearchIndex:
             if not query.strip():
                 return self._list(searcher, constraint, limit, offset, version)
             parsed = parse_query(query)
-            if parsed.strict is None:
+            if parsed.match is None:
                 return SearchResult([], 0, version)
-            ranked, total = self._run(searcher, parsed.strict, constraint, offset + limit)
-            if not total and parsed.loose is not None:
-                ranked, total = self._run(searcher, parsed.loose, constraint, offset + limit)
+            tiers = [frozenset(searcher.docs_for_query(tier)) for tier in parsed.tiers]
+            full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
+            # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
+            ranked, total = collect(searcher, full, offset + limit, tiers)
             hits = []
             for score, docnum in ranked[offset : offset + limit]:
                 stored = searcher.stored_fields(docnum)
@@ -363,14 +365,6 @@ class SearchIndex:
         if not parts:
             return None, True
         return (parts[0] if len(parts) == 1 else q.And(parts)), True
-
-    @staticmethod
-    def _run(
-        searcher: Any, user_query: Any, constraint: Any | None, limit: int
-    ) -> tuple[list[tuple[float, int]], int]:
-        # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
-        full = user_query if constraint is None else q.Require(user_query, constraint)
-        return collect(searcher, full, limit)
 
     @staticmethod
     def _list(

@@ -1,4 +1,12 @@
-"""User query text to Whoosh queries: words ANDed, "quoted phrases", -exclusion, OR; never raises."""
+"""User query text to Whoosh queries: words ORed and ranked, "quoted phrases" required, -exclusion.
+
+What a person types into a search box is usually a question. Its words are ORed and ranked by
+BM25F; files holding every word rank above partial matches, and files holding the words as one
+phrase rank above those. Question words that carry no topic ("what", "did", "my", 什么) are
+dropped, unless nothing else is left. A "quoted phrase" must occur; -word or NOT word excludes;
+OR and AND are accepted and change nothing. Any text is accepted: what the parser cannot read
+(unbalanced quotes, operator characters) is searched as the plain words in it.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +19,25 @@ from whoosh import query as q
 from kbserver.index.analysis import TEXT_ANALYZER, is_cjk
 from kbserver.index.schema import CHARS, SEARCH_FIELDS
 
-__all__ = ["ParsedQuery", "parse_query"]
+__all__ = ["QUERY_STOP_WORDS", "ParsedQuery", "parse_query"]
 
 # A quoted phrase (an unclosed quote runs to the end), or a run of anything but space and quotes.
 _CHUNK = re.compile(r'(?P<neg>-?)"(?P<phrase>[^"]*)(?:"|\Z)|(?P<word>[^\s"]+)')
 _MAX_TOKENS = 64  # a pasted paragraph is still one cheap query
+
+# Words of questions that say nothing about what is asked for. They are still indexed (the index
+# drops only Whoosh's short list), so a query made only of them, like "The Who", still finds files.
+_QUESTION_WORDS = """
+what which who whom whose where when why how whats wheres whos hows
+do does did doing done was were been being has had having am
+i me my mine myself he him his she her hers they them their theirs our ours its
+there here about any some all would should could might must shall so than then too very just
+also ever please tell know remember recall anything something thing things
+什么 怎么 怎样 为什 哪里 哪儿 哪个 哪些 谁 吗 呢 吧 啊 么 的 了 是 我 你 他 她 它
+"""
+QUERY_STOP_WORDS: frozenset[str] = frozenset(
+    t.text for word in _QUESTION_WORDS.split() for t in TEXT_ANALYZER(word)
+)
 
 
 @dataclass(frozen=True)
@@ -23,15 +45,14 @@ class _Clause:
     tokens: tuple[str, ...]
     quoted: bool
     negated: bool
-    or_previous: bool  # joined to the previous clause by OR
 
 
 @dataclass(frozen=True)
 class ParsedQuery:
-    """What to run: `strict` first, then `loose` (OR of the words) if strict found nothing."""
+    """What to run: `match` selects and scores the hits; `tiers` rank some of them higher."""
 
-    strict: Any | None  # None: the text has nothing searchable (only stop words or punctuation)
-    loose: Any | None  # None: there is nothing looser to try
+    match: Any | None  # None: the text has nothing searchable (only stop words or punctuation)
+    tiers: tuple[Any, ...]  # each a boolean query: a hit matching more of them ranks higher
     highlight: frozenset[str]  # index terms to mark in snippets
 
 
@@ -52,11 +73,10 @@ def _fields(queries: list[Any]) -> Any:
     return q.DefaultOr(queries)
 
 
-def _match(clause: _Clause) -> Any:
-    if len(clause.tokens) == 1:
-        return _term(clause.tokens[0])
-    # Several tokens from one chunk (a CJK run, "coffee-prefs", a quoted phrase) must be adjacent.
-    words = list(clause.tokens)
+def _phrase(tokens: tuple[str, ...]) -> Any:
+    if len(tokens) == 1:
+        return _term(tokens[0])
+    words = list(tokens)
     return _fields([q.Phrase(field, words, boost=boost) for field, boost in SEARCH_FIELDS.items()])
 
 
@@ -67,13 +87,12 @@ def _any(queries: list[Any]) -> Any:
 def _clauses(text: str) -> list[_Clause]:
     clauses: list[_Clause] = []
     budget = _MAX_TOKENS
-    negate_next = or_next = False
+    negate_next = False
     for m in _CHUNK.finditer(text):
         word, quoted = m.group("word"), m.group("phrase") is not None
         negated = bool(m.group("neg"))
         if word is not None:
             if word in ("AND", "OR", "NOT"):
-                or_next = or_next or word == "OR"
                 negate_next = negate_next or word == "NOT"
                 continue
             if len(word) > 1 and word[0] in "-+":
@@ -83,43 +102,41 @@ def _clauses(text: str) -> list[_Clause]:
         if not tokens:
             continue
         budget -= len(tokens)
-        clauses.append(_Clause(tokens, quoted, negated or negate_next, or_next and not negated))
-        negate_next = or_next = False
+        clauses.append(_Clause(tokens, quoted, negated or negate_next))
+        negate_next = False
         if budget <= 0:
             break
     return clauses
 
 
+def _query_words(clauses: list[_Clause]) -> tuple[str, ...]:
+    """The distinct unquoted positive tokens in order, question words dropped unless that leaves none."""
+    words = [t for c in clauses if not c.negated and not c.quoted for t in c.tokens]
+    kept = [t for t in words if t not in QUERY_STOP_WORDS] or words
+    return tuple(dict.fromkeys(kept))
+
+
 def parse_query(text: str) -> ParsedQuery:
     """Turn what a user typed into queries over the searchable fields; any text is accepted."""
     clauses = _clauses(text)
-    positive = [c for c in clauses if not c.negated]
-    if not positive:
+    phrases = list(dict.fromkeys(c.tokens for c in clauses if c.quoted and not c.negated))
+    words = _query_words(clauses)
+    if not words and not phrases:
         # Only exclusions (or nothing searchable): there is no ranking to do, so nothing matches.
-        return ParsedQuery(strict=None, loose=None, highlight=frozenset())
-    groups: list[list[_Clause]] = []
-    for clause in positive:
-        if clause.or_previous and groups:
-            groups[-1].append(clause)
-        else:
-            groups.append([clause])
-    strict = q.And([_any([_match(c) for c in group]) for group in groups]) if len(groups) > 1 else None
-    if strict is None:
-        strict = _any([_match(c) for c in groups[0]])
-
-    # The fallback keeps quoted phrases whole but lets every other word match on its own.
-    loose_parts: dict[tuple[str, ...], Any] = {}
-    for clause in positive:
-        if clause.quoted:
-            loose_parts.setdefault(clause.tokens, _match(clause))
-        else:
-            for token in clause.tokens:
-                loose_parts.setdefault((token,), _term(token))
-    loose = q.Or(list(loose_parts.values())) if len(loose_parts) > 1 else None
-
-    negative = [_match(c) for c in clauses if c.negated]
+        return ParsedQuery(match=None, tiers=(), highlight=frozenset())
+    required = [_phrase(p) for p in phrases]
+    if not words:
+        match = required[0] if len(required) == 1 else q.And(required)
+    else:
+        match = _any([_term(t) for t in words] + required)
+        if required:
+            match = q.Require(match, required[0] if len(required) == 1 else q.And(required))
+    negative = [_phrase(c.tokens) for c in clauses if c.negated]
     if negative:
-        strict = q.AndNot(strict, _any(negative))
-        loose = q.AndNot(loose, _any(negative)) if loose is not None else None
-    highlight = frozenset(t for c in positive for t in c.tokens)
-    return ParsedQuery(strict=strict, loose=loose, highlight=highlight)
+        match = q.AndNot(match, _any(negative))
+    tiers: list[Any] = []
+    if len(words) > 1:
+        tiers.append(q.And([_term(t) for t in words]))  # every word somewhere in the file
+        tiers.append(_phrase(words))  # the words in the order asked, side by side
+    highlight = frozenset(words) | frozenset(t for p in phrases for t in p)
+    return ParsedQuery(match=match, tiers=tuple(tiers), highlight=highlight)
