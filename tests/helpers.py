@@ -113,3 +113,7 @@ class DictTree:
 
     def is_dir(self, path: str) -> bool:
         return any(p.startswith(path + "/") for p in self.files)
+
+    def names(self, folder: str) -> list[str]:
+        base = folder + "/" if folder else ""
+        return sorted({p[len(base) :].split("/", 1)[0] for p in self.files if p.startswith(base)})

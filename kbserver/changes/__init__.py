@@ -6,6 +6,6 @@ must not import store, index, services or any edge.
 """
 
 from kbserver.changes.apply import Applied, Tree, apply, sha256_hex
-from kbserver.changes.secrets import scan_secrets
+from kbserver.changes.secrets import refuse_secrets, scan_secrets
 
-__all__ = ["Applied", "Tree", "apply", "scan_secrets", "sha256_hex"]
+__all__ = ["Applied", "Tree", "apply", "refuse_secrets", "scan_secrets", "sha256_hex"]

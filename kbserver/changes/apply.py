@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol, assert_never
 
-from kbserver.changes.secrets import scan_secrets
+from kbserver.changes.secrets import new_secret, scan_secrets
 from kbserver.core.errors import (
     AlreadyExists,
     AmbiguousMatch,
@@ -19,7 +19,7 @@ from kbserver.core.errors import (
     TooLarge,
 )
 from kbserver.core.model import Append, Create, Delete, Edit, FileChange, Limits, Overwrite
-from kbserver.core.paths import check_path, parent_dirs
+from kbserver.core.paths import case_clash, case_key, check_path, parent_dirs
 
 __all__ = ["Applied", "Tree", "apply", "sha256_hex"]
 
@@ -33,6 +33,10 @@ class Tree(Protocol):
 
     def is_dir(self, path: str) -> bool:
         """True when `path` is a folder (has files under it)."""
+        ...
+
+    def names(self, folder: str) -> list[str]:
+        """The names of the files and folders directly in `folder` ("" for the top)."""
         ...
 
 
@@ -73,7 +77,7 @@ def _check_request(files: Sequence[FileChange], limits: Limits) -> None:
             max_files=limits.max_files,
             files=len(files),
         )
-    seen: set[str] = set()
+    seen: dict[str, None] = {}  # in request order, so the first clash is the one reported
     for change in files:
         path = check_path(change.path)
         if path in seen:
@@ -82,7 +86,25 @@ def _check_request(files: Sequence[FileChange], limits: Limits) -> None:
                 "(e.g. one overwrite)",
                 path=path,
             )
-        seen.add(path)
+        seen[path] = None
+        rule = scan_secrets(path)
+        if rule is not None:
+            raise SecretDetected(
+                f"the path {path} holds what looks like a credential ({rule}); choose another name",
+                path=path,
+                rule=rule,
+            )
+    names: dict[str, str] = {}
+    for path in seen:
+        for name in (*parent_dirs(path), path):
+            other = names.setdefault(case_key(name), name)
+            if other != name:
+                raise InvalidRequest(
+                    f"{name} and {other} differ only by case in this write; a clone on macOS or "
+                    "Windows could hold only one of them, so pick one spelling",
+                    path=name,
+                    other=other,
+                )
     for change in files:
         for folder in parent_dirs(change.path):
             if folder in seen:
@@ -111,6 +133,9 @@ class _Reader:
     def is_dir(self, path: str) -> bool:
         return self._tree.is_dir(path)
 
+    def names(self, folder: str) -> list[str]:
+        return self._tree.names(folder)
+
 
 def _apply_one(reader: _Reader, change: FileChange, limits: Limits) -> Applied:
     path = change.path
@@ -121,7 +146,8 @@ def _apply_one(reader: _Reader, change: FileChange, limits: Limits) -> Applied:
             raise AlreadyExists(
                 f"{path} already exists; read it, then use mode edit, append or overwrite", path=path
             )
-        return _finish(path, change.mode, change.content, _encode(path, "content", change.content), limits)
+        _check_case(reader, path)
+        return _finish(path, change.mode, None, _encode(path, "content", change.content), limits)
     if current is None:
         raise NotFound(
             f"{path} does not exist (mode {change.mode} needs an existing file); list the files to "
@@ -134,24 +160,22 @@ def _apply_one(reader: _Reader, change: FileChange, limits: Limits) -> Applied:
         case Delete():
             return Applied(path, change.mode, None, None)
         case Overwrite():
-            return _finish(
-                path, change.mode, change.content, _encode(path, "content", change.content), limits
-            )
+            return _finish(path, change.mode, current, _encode(path, "content", change.content), limits)
         case Append():
             _decode(path, current, change.mode)
             new = current + _encode(path, "content", change.content)
-            return _finish(path, change.mode, change.content, new, limits)
+            return _finish(path, change.mode, current, new, limits)
         case Edit():
             text = _decode(path, current, change.mode)
             _find_once(path, text, change.old_string)
             _encode(path, "new_string", change.new_string)
             new = text.replace(change.old_string, change.new_string, 1).encode("utf-8")
-            return _finish(path, change.mode, change.new_string, new, limits)
+            return _finish(path, change.mode, current, new, limits)
         case _:
             assert_never(change)
 
 
-def _finish(path: str, mode: str, introduced: str, new: bytes, limits: Limits) -> Applied:
+def _finish(path: str, mode: str, before: bytes | None, new: bytes, limits: Limits) -> Applied:
     if len(new) > limits.max_file_bytes:
         raise TooLarge(
             f"{path} would be {len(new)} bytes after this change; the limit is {limits.max_file_bytes} "
@@ -160,17 +184,39 @@ def _finish(path: str, mode: str, introduced: str, new: bytes, limits: Limits) -
             size=len(new),
             max_file_bytes=limits.max_file_bytes,
         )
-    # Scan only the text this call brings in: a file that already holds something odd must not
-    # block unrelated edits to it.
-    rule = scan_secrets(introduced)
+    # The whole resulting file is scanned (a key split over two appends is still a key), but only
+    # credentials it did not hold before count: an old file with something odd in it must not
+    # block unrelated edits.
+    old_text = before.decode("utf-8", "replace") if before is not None else None
+    rule = new_secret(old_text, new.decode("utf-8"))
     if rule is not None:
         raise SecretDetected(
-            f"the text written to {path} holds what looks like a credential ({rule}); remove it and "
-            "write again without it (never store secrets, credentials or tokens in a KB)",
+            f"{path} would hold what looks like a credential ({rule}) after this change; remove it "
+            "and write again without it (never store secrets, credentials or tokens in a KB)",
             path=path,
             rule=rule,
         )
     return Applied(path, mode, new, sha256_hex(new))
+
+
+def _check_case(reader: _Reader, path: str) -> None:
+    """AlreadyExists when a new file or folder of `path` differs from an existing one only by case."""
+    parts = path.split("/")
+    for depth, name in enumerate(parts):
+        folder = "/".join(parts[:depth])
+        siblings = reader.names(folder)
+        if name in siblings:
+            continue  # this folder exists as spelled; look one level down
+        other = case_clash(name, siblings)
+        if other is not None:
+            existing = f"{folder}/{other}" if folder else other
+            raise AlreadyExists(
+                f"{existing} already exists and differs from {path} only by case; a clone on macOS or "
+                f"Windows could hold only one of them, so use {existing}",
+                path=path,
+                existing=existing,
+            )
+        return  # everything below a new name is new
 
 
 def _check_clash(reader: _Reader, path: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from urllib.parse import unquote
 
 from detect_secrets.plugins.artifactory import ArtifactoryDetector
 from detect_secrets.plugins.aws import AWSKeyDetector
@@ -26,7 +27,9 @@ from detect_secrets.plugins.stripe import StripeDetector
 from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
-__all__ = ["RULES", "scan_secrets"]
+from kbserver.core.errors import SecretDetected
+
+__all__ = ["RULES", "new_secret", "refuse_secrets", "scan_secrets"]
 
 # Why only these plugins:
 # - No KeywordDetector or high-entropy plugins: notes hold sha256 digests, commit ids and the word
@@ -34,7 +37,8 @@ __all__ = ["RULES", "scan_secrets"]
 # - No Cloudant, IBM Cloud IAM, IBM COS HMAC or SoftLayer: they are keyword detectors in disguise
 #   (`key = <value of some length>`), and their regexes backtrack cubically on a run of spaces after
 #   the keyword ("key" + 1 KiB of spaces takes 8 s), which any write could trigger.
-# - No BasicAuth (`scheme://user:pass@host`): notes are full of example connection strings.
+# - No BasicAuth plugin (`scheme://user:pass@host`, quadratic on long runs): our own rule below
+#   catches URLs with credentials and lets obvious placeholders through (user:password@, example.com).
 # - No IPPublic: an address is not a credential.
 #
 # Thread safety: we never call `analyze_line` (it reads detect-secrets' global settings to decide
@@ -47,17 +51,23 @@ class Rule:
     """One credential format: `name` is what SecretDetected reports as `rule`."""
 
     name: str
-    found: Callable[[str], bool]
+    finds: Callable[[str], Iterator[str]]  # every credential of this format in a text
     # Substrings of which every match holds at least one; a text holding none is skipped unscanned.
     needles: tuple[str, ...] = ()
 
-    def matches(self, text: str) -> bool:
+    def search(self, text: str) -> Iterator[str]:
         if self.needles and not any(needle in text for needle in self.needles):
-            return False
-        return self.found(text)
+            return iter(())
+        return self.finds(text)
+
+    def found(self, text: str) -> bool:
+        return next(self.finds(text), None) is not None
+
+    def matches(self, text: str) -> bool:
+        return next(self.search(text), None) is not None
 
 
-def _plugin(plugin: RegexBasedDetector) -> Callable[[str], bool]:
+def _plugin(plugin: RegexBasedDetector) -> Callable[[str], Iterator[str]]:
     """Run a plugin whose patterns scan in linear time on the whole text at once.
 
     None of the patterns we run this way crosses a line break except as a `\\s` boundary (where
@@ -65,10 +75,10 @@ def _plugin(plugin: RegexBasedDetector) -> Callable[[str], bool]:
     by line would, with one regex pass per pattern.
     """
 
-    def found(text: str) -> bool:
-        return any(True for _ in plugin.analyze_string(text))
+    def finds(text: str) -> Iterator[str]:
+        return (str(found) for found in plugin.analyze_string(text))
 
-    return found
+    return finds
 
 
 def _first_starts(
@@ -111,29 +121,67 @@ _OPENAI_PATTERN = OpenAIDetector.denylist[0]
 _JWT_PATTERN = JwtTokenDetector.denylist[0]
 
 
-def _jwt(text: str) -> bool:
+def _jwt(text: str) -> Iterator[str]:
     # JwtTokenDetector yields its matches filtered by `is_formally_valid` (header and payload decode
     # as base64 JSON).
     candidates = _first_starts(text, "eyJ", _JWT_PATTERN, _run_end(_JWT_RUN))
-    return any(_JWT.is_formally_valid(token) for token in candidates)
+    return (token for token in candidates if _JWT.is_formally_valid(token))
 
 
-def _npm(text: str) -> bool:
+def _npm(text: str) -> Iterator[str]:
     # `//.+/:_authToken=...`: a later "//" on the same line can only match if the first one does.
-    return next(_first_starts(text, "//", _NPM_PATTERN, _line_end), None) is not None
+    return _first_starts(text, "//", _NPM_PATTERN, _line_end)
 
 
-def _openai_legacy(text: str) -> bool:
-    return next(_first_starts(text, "sk-", _OPENAI_PATTERN, _run_end(_OPENAI_RUN)), None) is not None
+def _openai_legacy(text: str) -> Iterator[str]:
+    return _first_starts(text, "sk-", _OPENAI_PATTERN, _run_end(_OPENAI_RUN))
 
 
-def _regex(pattern: str) -> Callable[[str], bool]:
+def _regex(pattern: str) -> Callable[[str], Iterator[str]]:
     compiled = re.compile(pattern)
 
-    def found(text: str) -> bool:
-        return compiled.search(text) is not None
+    def finds(text: str) -> Iterator[str]:
+        return (m.group() for m in compiled.finditer(text))
 
-    return found
+    return finds
+
+
+# scheme://user:password@host, tried only where "://" occurs: the scheme is matched backwards from
+# there and the rest forwards, in bounded runs, so each "://" costs at most ~350 characters.
+_URL_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}\Z")
+_URL_REST = re.compile(
+    r"(?P<user>[^\s:/@?#\[\]]{1,64}):(?P<password>[^\s/@?#\[\]]{1,128})@(?P<host>[^\s/:?#@]{1,128})"
+)
+# Passwords and hosts that only ever stand for a real one (documentation, templates).
+_PLACEHOLDER_PASSWORDS = frozenset(
+    "password pass passwd pwd pw secret changeme change_me mypassword yourpassword your_password "
+    "your-password mysecret example test dummy fake sample placeholder redacted hidden password123 "
+    "p@ssw0rd pa55word letmein hunter2 foo bar foobar".split()
+)
+_PLACEHOLDER_SHAPES = re.compile(
+    r"<[^>]*>|\[[^\]]*\]|\{\{.*\}\}|\$\{.*\}|\$\(.*\)|\$[A-Za-z_][A-Za-z0-9_]*|%[sd]|%\(.*\)s|"
+    r"(.)\1*|\.\.\.|…"
+)
+_PLACEHOLDER_HOSTS = re.compile(
+    r"(?:.*\.)?example(?:\.(?:com|org|net))?|.*\.(?:test|invalid|example|localhost)", re.IGNORECASE
+)
+
+
+def _url_credentials(text: str) -> Iterator[str]:
+    pos = 0
+    while (at := text.find("://", pos)) != -1:
+        pos = at + 3
+        if _URL_SCHEME.search(text, max(0, at - 22), at) is None:
+            continue
+        m = _URL_REST.match(text, pos)
+        if m is None:
+            continue
+        password = unquote(m["password"])
+        if password.lower() in _PLACEHOLDER_PASSWORDS or _PLACEHOLDER_SHAPES.fullmatch(password):
+            continue
+        if _PLACEHOLDER_HOSTS.fullmatch(m["host"]):
+            continue
+        yield text[at : m.end()]
 
 
 # Formats detect-secrets 1.5 does not know. Lengths follow the providers' current keys, with room
@@ -157,6 +205,27 @@ _OWN_RULES = (
     ),
     # hf_<34 letters>
     Rule("Hugging Face Token", _regex(r"(?<![A-Za-z0-9_])hf_[A-Za-z0-9]{34}(?![A-Za-z0-9_])"), ("hf_",)),
+    # npm_<36>: npm's granular and automation tokens, also outside an .npmrc line
+    Rule("npm Token", _regex(r"(?<![A-Za-z0-9_])npm_[A-Za-z0-9]{36}(?![A-Za-z0-9])"), ("npm_",)),
+    # sk_test_<24+>, rk_test_...: Stripe's test-mode secret and restricted keys
+    Rule("Stripe Test Key", _regex(r"(?<![A-Za-z0-9])[sr]k_test_[0-9A-Za-z]{24,}"), ("k_test_",)),
+    # aws_secret_access_key = <40> without quotes (detect-secrets wants the value quoted)
+    Rule(
+        "AWS Secret Access Key",
+        _regex(
+            r"(?i)aws_?secret_?(?:access_?)?key[\"']?[ \t]{0,10}[:=][ \t]{0,10}[\"']?"
+            r"[A-Za-z0-9/+]{40}(?![A-Za-z0-9/+])"
+        ),
+        ("ecret", "ECRET"),
+    ),
+    # kbs_/kba_ + 43: this server's own agent and admin tokens
+    Rule(
+        "kbserver Token",
+        _regex(r"(?<![A-Za-z0-9_])kb[as]_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
+        ("kbs_", "kba_"),
+    ),
+    # scheme://user:password@host, unless password or host is an obvious placeholder
+    Rule("URL with Credentials", _url_credentials, ("://",)),
 )
 
 
@@ -187,8 +256,18 @@ _DETECT_SECRETS_RULES = (
     _detect_secrets_rule(SquareOAuthDetector(), ("sq0csp-",)),
 )
 
+# Catch-alls, tried after the precise rules so those keep naming what they know.
+_LATE_RULES = (
+    # every PEM private key, ENCRYPTED PRIVATE KEY included (detect-secrets lists a few kinds only)
+    Rule(
+        "PEM Private Key",
+        _regex(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"),
+        ("PRIVATE KEY",),
+    ),
+)
+
 # Our rules first: they name the newer formats more precisely (a sk-proj- key also holds T3BlbkFJ).
-RULES: tuple[Rule, ...] = _OWN_RULES + _DETECT_SECRETS_RULES
+RULES: tuple[Rule, ...] = _OWN_RULES + _DETECT_SECRETS_RULES + _LATE_RULES
 
 
 def scan_secrets(text: str) -> str | None:
@@ -200,3 +279,32 @@ def scan_secrets(text: str) -> str | None:
         if rule.matches(text):
             return rule.name
     return None
+
+
+def new_secret(before: str | None, after: str) -> str | None:
+    """The first rule with a credential in `after` that `before` does not hold, or None.
+
+    A write is scanned as the whole file it produces, so a key split over two appends or joined by
+    an edit is found; a credential the file held already (stored before a rule existed) does not
+    block unrelated changes to it. Linear in the length of both texts.
+    """
+    if scan_secrets(after) is None:
+        return None
+    for rule in RULES:
+        found = set(rule.search(after))
+        if found and (before is None or not found <= set(rule.search(before))):
+            return rule.name
+    return None
+
+
+def refuse_secrets(text: str | None, field: str) -> None:
+    """Raises SecretDetected (details `field`, `rule`) when `text` (a message, a description) holds
+    a credential: they end up in git history and README.md just like file content."""
+    rule = scan_secrets(text) if text else None
+    if rule is not None:
+        raise SecretDetected(
+            f"the {field} holds what looks like a credential ({rule}); remove it and send it again "
+            "(never store secrets, credentials or tokens in a KB)",
+            field=field,
+            rule=rule,
+        )

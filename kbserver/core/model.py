@@ -6,7 +6,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from kbserver.core.paths import normalize
 
 __all__ = [
     "AGENT_PATTERN",
@@ -43,7 +45,11 @@ VERSION_PATTERN = r"^[0-9a-f]{40}$"
 
 Permission = Literal["read", "read_write", "read_write_ask"]
 Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lowercase hex SHA-256 of the file")]
-Path = Annotated[str, Field(min_length=1, description="relative, /-separated path inside the KB")]
+Path = Annotated[
+    str,
+    Field(min_length=1, description="relative, /-separated path inside the KB"),
+    AfterValidator(normalize),  # NFC on every request: café in NFC and NFD is one file
+]
 
 
 class _Change(BaseModel):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from kbserver.changes import Applied
+from kbserver.changes import Applied, refuse_secrets
 from kbserver.core.model import Caller, FileResult, WriteResult
 from kbserver.services.context import Services
 from kbserver.store import CommitPlan, TreeView
@@ -39,8 +39,10 @@ def commit(
 ) -> WriteResult:
     """Apply `job` on the current head as one version of `kind`; re-applied if the head moves.
 
-    Raises whatever `job` raises (KBErrors from changes) and nothing else by design.
+    Raises SecretDetected for a message holding a credential, and whatever `job` raises (KBErrors
+    from changes).
     """
+    refuse_secrets(message, "message")
     _, writer = services.repos.get(slug)
     who = author or caller
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
+import os
+import shutil
 import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Caller, FileEntry
-from kbserver.core.paths import check_path
+from kbserver.core.paths import check_path, check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 
@@ -24,7 +27,7 @@ def list_at(services: Services, slug: str, version: str | None, prefix: str = ""
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
     files: list[FileEntry] = []
-    for path, blob in repo.view(resolved).walk(prefix or ""):
+    for path, blob in repo.view(resolved).walk(check_prefix(prefix)):
         size, sha256 = repo.digest(blob)
         files.append(FileEntry(path=path, size=size, sha256=sha256))
     return {"version": resolved, "files": [f.model_dump() for f in files]}
@@ -32,7 +35,7 @@ def list_at(services: Services, slug: str, version: str | None, prefix: str = ""
 
 def read_at(services: Services, slug: str, path: str, version: str | None) -> dict[str, object]:
     """`{path, content, sha256, version}` of one file. Raises InvalidRequest or NotFound."""
-    check_path(path)
+    path = check_path(path)
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
     view = repo.view(resolved)
@@ -76,8 +79,10 @@ def export(
     version: str | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, object]:
-    """Write a read-only copy of `version` into `folder` (missing or empty).
+    """Write a read-only copy of `version` into `folder` (missing or empty): all of it or nothing.
 
+    The copy is written into a hidden folder beside `folder` and renamed into place once complete,
+    so a file the file system refuses (a name too long, a full disk) leaves nothing behind.
     Raises NotFound, InvalidRequest.
     """
     require_read(services, caller, slug)
@@ -85,22 +90,48 @@ def export(
     resolved = repo.resolve(version)
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise InvalidRequest(f"{folder} must be a missing or empty folder", folder=str(folder))
-    folder.mkdir(parents=True, exist_ok=True)
     view = repo.view(resolved)
     entries = list(view.walk())
-    folders: set[Path] = set()
-    for done, (path, blob) in enumerate(entries, 1):
-        target = folder / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        folders.update(p for p in target.parents if folder in p.parents)
-        target.write_bytes(repo.object(blob).as_raw_string())
-        target.chmod(0o444)
-        if progress:
-            progress(done, len(entries))
-    for d in sorted(folders, key=lambda p: len(p.parts), reverse=True):
-        d.chmod(0o555)
-    folder.chmod(0o555)
+    staging = folder.parent / f".{folder.name}.kbserver-mount"
+    current = ""
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        folders: set[Path] = set()
+        for done, (path, blob) in enumerate(entries, 1):
+            current = path
+            target = staging / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            folders.update(p for p in target.parents if staging in p.parents)
+            target.write_bytes(repo.object(blob).as_raw_string())
+            target.chmod(0o444)
+            if progress:
+                progress(done, len(entries))
+        for d in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            d.chmod(0o555)
+        staging.chmod(0o555)
+        current = ""
+        os.replace(staging, folder)  # an empty folder is replaced as a whole
+    except OSError as err:
+        _remove(staging)
+        what = f"{current} into {folder}" if current else str(folder)
+        raise InvalidRequest(
+            f"cannot write {what}: {err.strerror or err}; nothing was written",
+            folder=str(folder),
+            **({"path": current} if current else {}),
+        ) from None
     return {"slug": slug, "version": resolved, "files": len(entries), "folder": str(folder)}
+
+
+def _remove(tree: Path) -> None:
+    """Remove a half-written copy, read-only folders included."""
+    if not tree.exists():
+        return
+    for d in [tree, *(p for p in tree.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        with contextlib.suppress(OSError):
+            d.chmod(0o755)
+    shutil.rmtree(tree, ignore_errors=True)
 
 
 def archive(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbserver.changes import scan_secrets
+from kbserver.changes import refuse_secrets, scan_secrets
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, SecretDetected, TooLarge
 from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.core.paths import check_path
@@ -48,6 +48,7 @@ def create(services: Services, caller: Caller, slug: str, description: str = "")
     if not caller.is_admin:
         raise Forbidden("only the admin can create KBs")
     _check_slug(slug)
+    refuse_secrets(description, "description")  # it lands in README.md
     if services.repos.exists(slug):
         raise AlreadyExists(f"a KB named {slug} already exists; pick another slug", slug=slug)
     readme = _README.format(slug=slug, description=description or "A knowledge base.").encode()
@@ -166,7 +167,7 @@ def import_folder(
     limits = services.limits(slug)
     changes: dict[str, bytes | None] = {}
     for done, (rel, full) in enumerate(found, 1):
-        check_path(rel)
+        rel = check_path(rel)
         data = full.read_bytes()
         try:
             text = data.decode("utf-8")

@@ -6,7 +6,7 @@ import logging
 import secrets
 import time
 
-from kbserver.changes import apply
+from kbserver.changes import apply, refuse_secrets
 from kbserver.control import PROPOSAL_STATUSES, ProposalRow
 from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound, NotPending
 from kbserver.core.model import Caller, WriteRequest, utc_iso
@@ -29,6 +29,7 @@ def propose(
     services: Services, caller: Caller, slug: str, req: WriteRequest, run_id: str
 ) -> dict[str, object]:
     """Validate `req` exactly like a write and keep it on refs/proposals/{id}. Raises like a write."""
+    refuse_secrets(req.message, "message")
     proposal_id = "prop_" + secrets.token_hex(8)
     limits = services.limits(slug)
     _, writer = services.repos.get(slug)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Caller
+from kbserver.core.paths import check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 
@@ -38,7 +39,7 @@ def query(
     if offset < 0:
         raise InvalidRequest("offset must be 0 or more", offset=offset)
     result = services.indexer.search(
-        slug, q, limit=limit, offset=offset, prefix=prefix or None, filters=filters
+        slug, q, limit=limit, offset=offset, prefix=check_prefix(prefix) or None, filters=filters
     )
     return {
         "hits": [{"path": h.path, "score": round(h.score, 4), "snippet": h.snippet} for h in result.hits],

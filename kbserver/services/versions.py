@@ -56,7 +56,7 @@ def listing(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if path is not None:
-        check_path(path)
+        path = check_path(path)
     repo = services.repos.repo(slug)
     start = repo.resolve(cursor) if cursor else repo.head()
     if start is None:

@@ -134,6 +134,20 @@ class TreeView:
         entry = self._entry(path)
         return entry is not None and stat.S_ISDIR(entry[0])
 
+    def names(self, folder: str) -> list[str]:
+        """The names of the files and folders directly in `folder` ("" for the top); [] if none."""
+        if self.tree_id is None:
+            return []
+        tree_id: bytes = self.tree_id
+        if folder:
+            entry = self._entry(folder)
+            if entry is None or not stat.S_ISDIR(entry[0]):
+                return []
+            tree_id = entry[1]
+        tree = self._repo.get(tree_id)
+        assert isinstance(tree, Tree)
+        return [name.decode("utf-8", "surrogateescape") for name, _, _ in tree.iteritems()]
+
     def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
         """(path, blob id) of every file under `prefix` (a folder or a path start), in path order."""
         if self.tree_id is None:

@@ -331,9 +331,45 @@ def test_duplicate_path(tree: Make, change: Make) -> None:
     assert err.details == {"path": "a.md"}
 
 
-def test_paths_that_differ_only_in_case_are_different(tree: Make, change: Make) -> None:
-    files = [change(path="a.md", mode="create", content="x"), change(path="A.md", mode="create", content="y")]
-    assert [o.path for o in apply(tree(), files, LIMITS)] == ["a.md", "A.md"]
+@pytest.mark.parametrize(
+    "paths", [("a.md", "A.md"), ("notes/a.md", "Notes/b.md"), ("x/ß.md", "x/SS.md"), ("É.md", "e\u0301.md")]
+)
+def test_paths_that_differ_only_in_case_in_one_write(
+    tree: Make, change: Make, paths: tuple[str, str]
+) -> None:
+    files = [change(path=p, mode="create", content="x") for p in paths]
+    err = _raises(InvalidRequest, tree(), files)
+    assert "only by case" in err.message
+
+
+@pytest.mark.parametrize(
+    ("existing", "new", "clash"),
+    [
+        ("case.md", "Case.md", "case.md"),
+        ("Notes/a.md", "notes/b.md", "Notes"),
+        ("Notes/a.md", "Notes/A.MD", "Notes/a.md"),
+        ("x/y/Deep.md", "x/Y/z.md", "x/y"),
+        ("caf\u00e9.md", "CAFE\u0301.md", "caf\u00e9.md"),  # NFD and upper case
+    ],
+)
+def test_a_create_differing_only_by_case_from_an_existing_path(
+    tree: Make, change: Make, existing: str, new: str, clash: str
+) -> None:
+    err = _raises(AlreadyExists, tree({existing: "x"}), [change(path=new, mode="create", content="y")])
+    assert err.details["existing"] == clash
+
+
+def test_nfd_and_nfc_are_one_file(tree: Make, change: Make) -> None:
+    nfd, nfc = "cafe\u0301.md", "caf\u00e9.md"
+    assert change(path=nfd, mode="create", content="x").path == nfc
+    _raises(AlreadyExists, tree({nfc: "x"}), [change(path=nfd, mode="create", content="y")])
+    [out] = apply(tree({nfc: "x"}), [change(path=nfd, mode="append", content="y")], LIMITS)
+    assert out.path == nfc and out.content == b"xy"
+
+
+def test_same_spelling_deeper_is_fine(tree: Make, change: Make) -> None:
+    [out] = apply(tree({"Notes/a.md": "x"}), [change(path="Notes/b.md", mode="create", content="y")], LIMITS)
+    assert out.path == "Notes/b.md"
 
 
 @pytest.mark.parametrize("order", [("a", "a/b.md"), ("a/b.md", "a"), ("x/a", "x/a/b/c.md")])

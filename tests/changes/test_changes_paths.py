@@ -31,8 +31,8 @@ BAD_PATHS = [
     "a\x7fb",
     "a\x85b",  # C1 control
     "a\u2028b",  # line separator
-    "x" * 1025,  # over 1024 bytes
-    "é" * 513,  # 1026 bytes in 513 characters
+    "/".join(["x" * 255] * 3 + ["x" * 254, "yz"]),  # 1025 bytes in all
+    "/".join(["é" * 127] * 4) + "/ééx",  # 1025 bytes in 515 characters
     # .git in any case, and the names NTFS and HFS+ read as .git
     ".git",
     ".git/config",
@@ -53,6 +53,45 @@ BAD_PATHS = [
     "\u200d.git",
     ".gi\ufefft/config",
     ".G\u200eI\u206aT",
+    # .gitmodules and .gitattributes in any case, and their NTFS aliases
+    ".gitmodules",
+    "sub/.GitModules",
+    ".gitmodules .",
+    ".gitmodules::$DATA",
+    "gitmod~1",
+    "GI7EBA~1",
+    ".gitattributes",
+    "a/.GITATTRIBUTES",
+    "gitatt~2",
+    "gi7d29~1",
+    # a segment over 255 bytes (ext4, NTFS and APFS refuse it; git clone fails)
+    "x" * 256,
+    "a/" + "é" * 128,
+    "x" * 1021,
+    # bidirectional overrides and other format characters
+    "evil\u202egnp.md",
+    "a\u200bb.md",
+    "a\u2066b.md",
+    "\ufeffREADME.md",
+    "a\u00adb.md",
+    # Windows device names, with or without an extension, in any case
+    "CON",
+    "con",
+    "aux.txt",
+    "notes/NUL.md",
+    "Com1",
+    "lpt9.log",
+    "prn.tar.gz",
+    "CONIN$",
+    "com\u00b9",
+    "aux .txt",
+    # segments ending in a dot or a space (Windows drops them)
+    "trail. ",
+    "trailing dot.",
+    "...",
+    "dir./a.md",
+    "space /a.md",
+    "end ",
 ]
 
 GOOD_PATHS = [
@@ -66,15 +105,24 @@ GOOD_PATHS = [
     "x.git/y",
     "git~1.md",
     "git~2",
-    "...",
     ".hidden",
     "with space.md",
-    "trailing dot.",
     "笔记/会议.md",
     "emoji 🙂.md",
-    "x" * 1024,
-    "é" * 512,
+    "x" * 255,
+    "é" * 127 + "x",
+    "/".join(["x" * 255] * 3 + ["x" * 254, "y"]),  # 1024 bytes in all
     "a:b.md",
+    "console.md",
+    "auxiliary/con1.md",
+    "com10",
+    "lpt.md",
+    ".gitmodules.md",
+    "gitmodules",
+    ".gitattributes-notes/a.md",
+    "gitmod~5",
+    "a.b",
+    " leading space.md",
 ]
 
 

@@ -69,7 +69,13 @@ SAMPLES: dict[str, str] = {
     "Stripe Access Key": "stripe: sk_" + "live_" + _r(24),
     "Twilio API Key": "twilio SK" + _r(32, string.ascii_lowercase + string.digits),
     "JSON Web Token": "Authorization: Bearer " + _jwt_token(),
-    "NPM tokens": "//registry.npmjs.org/:_authToken=npm_" + _r(36),
+    "NPM tokens": "//registry.npmjs.org/:_authToken=" + str(uuid.UUID(int=_rng.getrandbits(128))),
+    "npm Token": "NPM_TOKEN=npm_" + _r(36),
+    "Stripe Test Key": "stripe test: sk_" + "test_" + _r(24),
+    "AWS Secret Access Key": "aws_secret_access_key=" + _r(40, ALNUM + "/+"),
+    "kbserver Token": "token kbs_" + _r(43, B64URL),
+    "URL with Credentials": "DATABASE_URL=postgres://app:" + _r(16) + "@db.internal:5432/app",
+    "PEM Private Key": _pem("ENCRYPTED PRIVATE KEY"),
     "PyPI Token": "password = pypi-AgEIcHlwaS5vcmc" + _r(120, B64URL),
     "SendGrid API Key": "SG." + _r(22, B64URL) + "." + _r(43, B64URL),
     "Mailchimp Access Key": "mailchimp " + _r(32, "0123456789abcdef") + "-us6",
@@ -94,6 +100,15 @@ MORE_SECRETS = [
     "AKIA" + _r(16, string.ascii_uppercase + string.digits),
     "ASIA" + _r(16, string.ascii_uppercase + string.digits),
     "https://hooks.slack.com/services/T" + _r(8) + "/B" + _r(8) + "/" + _r(24),
+    "//registry.npmjs.org/:_authToken=npm_" + _r(36),
+    "rk_test_" + _r(30),
+    "AWS_SECRET_ACCESS_KEY: " + _r(40, ALNUM + "/+"),
+    'aws_secret_key = "' + _r(40, ALNUM + "/+") + '"',
+    "admin token kba_" + _r(43, B64URL),
+    "mysql://root:" + _r(12) + "@10.0.0.5/db",
+    "redis://default:" + _r(20) + "@cache.prod.internal:6379",
+    "https://deploy:" + _r(10) + "%21x@git.company.com/repo.git",
+    _pem("DH PRIVATE KEY"),
 ]
 
 
@@ -139,7 +154,15 @@ NOT_SECRETS = [
     "| key        | value        |\n|------------|--------------|\n| password   | (in vault)   |",
     "token" + " " * 2000 + "end",
     "Server 203.0.113.7:8080 and 10.0.0.1; mail ada@example.com; see https://example.com/a/b?c=d",
-    "postgres://user:pass@localhost:5432/db is the example connection string",  # not flagged, see secrets.py
+    "postgres://user:pass@localhost:5432/db is the example connection string",  # placeholder password
+    "postgres://user:password@example.com/db",
+    "mysql://app:s3cr3tValue@db.example/app",  # documentation host
+    "https://user:<password>@host.com/x and redis://:${REDIS_PASSWORD}@redis:6379",
+    "amqp://guest:********@rabbit:5672 and ftp://anon:xxxx@ftp.test",
+    "https://ada:{{ secret }}@ci.company.com; postgres://u:$PGPASSWORD@db/app",
+    "email ada:bob@example.org, a time 12:30@home",
+    "aws_secret_access_key = <your secret key>",
+    "npm_config_registry and npm_install are not tokens; sk_test_ is Stripe's prefix",
     "task-based planning, desk-top, risk-free, sk-learn, hf_hub_download, github_pat_ is the prefix",
     "AIza is how Google API keys start; sk-ant- is Anthropic's prefix; eyJ starts base64 JSON.",
     "https://github.com/owner/repo/blob/3b18e512dba79e4c8300dd08aeb37f8e728b8dad/README.md",
@@ -183,17 +206,17 @@ def _plugin_finds(plugin: JwtTokenDetector | NpmDetector | OpenAIDetector, text:
 
 @given(st.lists(st.sampled_from(_JWT_PARTS), max_size=12).map("".join))
 def test_jwt_driver_agrees_with_detect_secrets(text: str) -> None:
-    assert _jwt(text) == _plugin_finds(JwtTokenDetector(), text)
+    assert any(True for _ in _jwt(text)) == _plugin_finds(JwtTokenDetector(), text)
 
 
 @given(st.lists(st.sampled_from(_NPM_PARTS), max_size=10).map("".join))
 def test_npm_driver_agrees_with_detect_secrets(text: str) -> None:
-    assert _npm(text) == _plugin_finds(NpmDetector(), text)
+    assert any(True for _ in _npm(text)) == _plugin_finds(NpmDetector(), text)
 
 
 @given(st.lists(st.sampled_from(_OPENAI_PARTS), max_size=10).map("".join))
 def test_openai_driver_agrees_with_detect_secrets(text: str) -> None:
-    assert _openai_legacy(text) == _plugin_finds(OpenAIDetector(), text)
+    assert any(True for _ in _openai_legacy(text)) == _plugin_finds(OpenAIDetector(), text)
 
 
 # --- speed -------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import unicodedata
 from typing import Any
 
@@ -18,6 +19,7 @@ from tests.helpers import DictTree
 
 _CHANGE: TypeAdapter[FileChange] = TypeAdapter(FileChange)
 SECRET = "AKIA" + "Z3Q7EXAMPLE0KEY1"  # the one credential the generated texts may hold
+_AWS_KEY = re.compile(r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}")  # detect-secrets' pattern
 
 
 def _sha(data: bytes) -> str:
@@ -29,6 +31,11 @@ def _sha(data: bytes) -> str:
 
 def _occurrences(text: str, old: str) -> int:
     return sum(text.startswith(old, i) for i in range(len(text)))
+
+
+def _keys(data: bytes) -> set[str]:
+    """The AWS access key ids in `data` (the one credential format the generated texts can form)."""
+    return set(_AWS_KEY.findall(data.decode("utf-8", "replace")))
 
 
 def _is_text(s: str) -> bool:
@@ -86,7 +93,9 @@ def reference(files: dict[str, bytes], changes: list[dict[str, Any]], limits: Li
             new = introduced.encode()
         if len(new) > limits.max_file_bytes:
             return "too_large"
-        if SECRET in introduced:
+        # the whole new file is scanned (an edit may join pieces into a new key); a credential the
+        # file held already does not count
+        if _keys(new) - _keys(old or b""):
             return "secret_detected"
         out.append((path, mode, new))
     return out
