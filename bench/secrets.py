@@ -13,6 +13,8 @@ import argparse
 import base64
 import random
 import time
+from collections.abc import Callable
+from functools import partial
 
 from kbserver.changes.secrets import new_secret, scan_secrets
 
@@ -40,17 +42,19 @@ def _inputs(n: int) -> dict[str, str]:
     }
 
 
-def _best(fn: object, rounds: int) -> float:
+def _best(fn: Callable[[], object], rounds: int) -> float:
     best = float("inf")
     for _ in range(rounds):
         start = time.perf_counter()
-        fn()  # type: ignore[operator]
+        fn()
         best = min(best, time.perf_counter() - start)
     return best * 1000
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--kib", type=int, default=256)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
@@ -58,8 +62,8 @@ def main() -> None:
     print("|---|---|---|---|")
     for name, text in _inputs(args.kib * 1024).items():
         before = text[: len(text) - 100]
-        scan = _best(lambda t=text: scan_secrets(t), args.rounds)  # type: ignore[misc]
-        whole = _best(lambda b=before, t=text: new_secret(b, t), args.rounds)  # type: ignore[misc]
+        scan = _best(partial(scan_secrets, text), args.rounds)
+        whole = _best(partial(new_secret, before, text), args.rounds)
         print(f"| {name} | {scan:.1f} | {whole:.1f} | {scan_secrets(text) or '-'} |")
 
 
