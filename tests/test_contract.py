@@ -112,6 +112,13 @@ def test_answers_match_their_models(
         ("POST", "/kbs/{slug}/proposals/{proposal}/approve"): client.post(
             f"/api/v1/kbs/{kb}/proposals/{pid}/approve", headers=admin
         ),
+        ("GET", "/kbs/{slug}/review"): client.get(f"/api/v1/kbs/{kb}/review", headers=admin),
+        ("POST", "/kbs/{slug}/review"): client.post(
+            f"/api/v1/kbs/{kb}/review", json={"version": w["version"]}, headers=admin
+        ),
+        ("POST", "/kbs/{slug}/versions/{version}/undo"): client.post(
+            f"/api/v1/kbs/{kb}/versions/{w['version']}/undo", headers=agent
+        ),
         ("POST", "/kbs/{slug}/revert"): client.post(
             f"/api/v1/kbs/{kb}/revert", json={"version": first}, headers=agent
         ),

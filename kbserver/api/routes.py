@@ -12,7 +12,7 @@ from starlette.routing import Route
 
 from kbserver.api import schemas as s
 from kbserver.api.http import body, call, caller, optional_body, query, respond, services_of
-from kbserver.services import agents, files, kbs, proposals, runs, search, versions, writes
+from kbserver.services import agents, files, kbs, proposals, review, runs, search, versions, writes
 
 __all__ = ["ENDPOINTS", "Endpoint", "api_routes"]
 
@@ -105,6 +105,25 @@ async def revert(request: Request) -> Response:
     req = await body(request, s.RevertIn)
     out = await call(versions.revert, services_of(request), who, _slug(request), req.version, req.message)
     return respond(out)
+
+
+async def undo(request: Request) -> Response:
+    who = await caller(request)
+    req = await optional_body(request, s.UndoIn)
+    version = request.path_params["version"]
+    return respond(await call(review.undo, services_of(request), who, _slug(request), version, req.message))
+
+
+async def review_status(request: Request) -> Response:
+    who = await caller(request)
+    query(request, _NoQuery)
+    return respond(await call(review.status, services_of(request), who, _slug(request)))
+
+
+async def mark_reviewed(request: Request) -> Response:
+    who = await caller(request)
+    req = await body(request, s.ReviewIn)
+    return respond(await call(review.mark, services_of(request), who, _slug(request), req.version))
 
 
 async def search_kb(request: Request) -> Response:
@@ -276,6 +295,26 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     ),
     Endpoint("GET", KB + "/versions/{version}", get_version, "One version with its diff", s.VersionDetail),
     Endpoint("POST", KB + "/revert", revert, "Revert the files to a version", s.WriteResult, body=s.RevertIn),
+    Endpoint(
+        "POST",
+        KB + "/versions/{version}/undo",
+        undo,
+        "Undo one version: put back the files it changed as they were before it",
+        s.WriteResult,
+        body=s.UndoIn,
+    ),
+    Endpoint(
+        "GET", KB + "/review", review_status, "Agent writes since the review marker", s.ReviewOut, admin=True
+    ),
+    Endpoint(
+        "POST",
+        KB + "/review",
+        mark_reviewed,
+        'Move the "reviewed up to" marker',
+        s.ReviewOut,
+        body=s.ReviewIn,
+        admin=True,
+    ),
     Endpoint("GET", KB + "/search", search_kb, "Full-text search", s.SearchOut, query=s.SearchQuery),
     Endpoint(
         "GET",

@@ -38,10 +38,13 @@ __all__ = [
     "ReadQuery",
     "RejectIn",
     "RevertIn",
+    "ReviewIn",
+    "ReviewOut",
     "RunIn",
     "RunOut",
     "SearchOut",
     "SearchQuery",
+    "UndoIn",
     "VersionDetail",
     "VersionsOut",
     "VersionsQuery",
@@ -134,6 +137,20 @@ class VersionDetail(VersionInfo):
 class RevertIn(_In):
     version: str
     message: str | None = Field(default=None, max_length=10_000)
+
+
+class UndoIn(_In):
+    message: str | None = Field(default=None, max_length=10_000)
+
+
+class ReviewIn(_In):
+    version: str
+
+
+class ReviewOut(BaseModel):
+    reviewed: str | None = Field(description='the "reviewed up to" version, null before the first review')
+    unreviewed: list[VersionInfo] = Field(description="agent writes and approvals after it, newest first")
+    more: bool = Field(description="true when more unreviewed versions exist than are listed (500)")
 
 
 class SearchQuery(_In):

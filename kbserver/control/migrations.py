@@ -105,6 +105,17 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX idempotency_created ON idempotency(created)",
         ),
     ),
+    (
+        4,  # the "reviewed up to" marker of each KB (the web admin's review inbox)
+        (
+            """CREATE TABLE reviews (
+                slug TEXT PRIMARY KEY,
+                version TEXT NOT NULL,
+                reviewed_by TEXT NOT NULL,
+                reviewed REAL NOT NULL
+            )""",
+        ),
+    ),
 )
 
 

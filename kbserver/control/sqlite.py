@@ -276,6 +276,20 @@ class SqliteControlStore:
                 (caller, slug, key),
             )
 
+    # -- review -------------------------------------------------------------------------------------
+    def reviewed(self, slug: str) -> str | None:
+        row = self._db().execute("SELECT version FROM reviews WHERE slug = ?", (slug,)).fetchone()
+        return str(row["version"]) if row else None
+
+    def set_reviewed(self, slug: str, version: str, by: str) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO reviews (slug, version, reviewed_by, reviewed) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(slug) DO UPDATE SET version = excluded.version,"
+                " reviewed_by = excluded.reviewed_by, reviewed = excluded.reviewed",
+                (slug, version, by, time.time()),
+            )
+
 
 def _kb(row: sqlite3.Row) -> KBRow:
     return KBRow(row["slug"], row["description"], row["created"], json.loads(row["limits"]))

@@ -81,6 +81,15 @@ class ControlStore(Protocol):
         """pending → rejected in one step; False when it was not pending."""
         ...
 
+    # -- review
+    def reviewed(self, slug: str) -> str | None:
+        """The KB's "reviewed up to" version, or None before the first review."""
+        ...
+
+    def set_reviewed(self, slug: str, version: str, by: str) -> None:
+        """Move the KB's "reviewed up to" marker to `version` (reviewed by `by`)."""
+        ...
+
     # -- idempotency keys of writes
     def reserve_key(
         self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float

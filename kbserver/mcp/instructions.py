@@ -17,7 +17,10 @@ forgotten when the run ends.
 read the file again and redo your change on the new content.
 - Put one complete update in one write_context call (all its files change together in one version, \
 or none does).
-- Never write secrets, credentials, tokens or raw transcripts into a KB."""
+- Never write secrets, credentials, tokens or raw transcripts into a KB.
+- KB files may have been written by other agents. If something looks wrong or contradicts itself, check \
+the file's history with list_context_versions (path="...") and read an older version with \
+read_context_file (version="...")."""
 
 LEARNING_POLICY = """\
 Learning policy (you record what you learn):

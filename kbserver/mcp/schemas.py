@@ -14,6 +14,8 @@ __all__ = [
     "ReadOutput",
     "SearchHit",
     "SearchOutput",
+    "VersionItem",
+    "VersionsOutput",
     "WriteOutput",
 ]
 
@@ -63,6 +65,20 @@ class ReadOutput(_Output):
     content: str
     sha256: str = Field(description="pass it as expected_sha256 when you change this file")
     version: str | None = Field(description="the version read (the KB's current head)")
+
+
+class VersionItem(BaseModel):
+    version: str = Field(description="pass it as read_context_file's `version` to read a file as it was")
+    author: str = Field(description="`agent:NAME` or `admin` (a person)")
+    kind: str = Field(description="create, agent_write, human_edit, revert or approval")
+    message: str
+    time: str
+    paths: list[str] = Field(description="the files this version changed")
+
+
+class VersionsOutput(_Output):
+    kb: str
+    versions: list[VersionItem] = Field(description="newest first")
 
 
 class WrittenFile(BaseModel):

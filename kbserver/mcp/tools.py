@@ -1,4 +1,5 @@
-"""The `context` tool set: list_context_files, read_context_file, write_context, search_context."""
+"""The `context` tool set: list_context_files, read_context_file, list_context_versions, write_context,
+search_context."""
 
 # No `from __future__ import annotations` here: the SDK reads the tools' annotations at registration, and
 # the `files` annotation carries a description built from the server's limits inside context_tools().
@@ -16,8 +17,8 @@ from pydantic import Field, ValidationError
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
 from kbserver.core.model import Caller, FileChange, Limits, WriteRequest, WriteResult
 from kbserver.mcp.errors import KBTool, ok_result
-from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, WriteOutput
-from kbserver.services import Services, kbs, search, writes
+from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
+from kbserver.services import Services, kbs, search, versions, writes
 from kbserver.services import files as kb_files
 from kbserver.services.search import MAX_LIMIT
 
@@ -28,7 +29,13 @@ __all__ = ["TOOL_NAMES", "context_tools"]
 
 log = logging.getLogger(__name__)
 
-TOOL_NAMES = ("list_context_files", "read_context_file", "write_context", "search_context")
+TOOL_NAMES = (
+    "list_context_files",
+    "read_context_file",
+    "list_context_versions",
+    "write_context",
+    "search_context",
+)
 INDEX_WAIT_SECONDS = 5.0
 """How long search_context waits for the index to cover the KB's head, so an agent finds its own writes."""
 
@@ -52,6 +59,23 @@ Message = Annotated[
 ]
 Query = Annotated[str, Field(min_length=1, description="Words to look for (full-text; CJK works too).")]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"At most this many hits (1 to {MAX_LIMIT}).")]
+Version = Annotated[
+    str | None,
+    Field(
+        description="A version id (40 hex, from list_context_versions) to read the file as it was then; "
+        "omit it for the current file."
+    ),
+]
+HistoryPath = Annotated[
+    str | None, Field(description="Only the versions that changed this file, e.g. `notes/a.md`.")
+]
+VersionsLimit = Annotated[
+    int,
+    Field(
+        ge=1, le=versions.MAX_LIMIT, description=f"At most this many versions (1 to {versions.MAX_LIMIT})."
+    ),
+]
+_VERSION_FIELDS = ("version", "author", "kind", "message", "time", "paths")
 
 
 def _files_description(limits: Limits) -> str:
@@ -99,7 +123,7 @@ def _wait_for_index(services: Services, caller: Caller, slug: str) -> None:
 
 
 def context_tools(binding: "Binding") -> list[Tool]:
-    """The four tools, bound to `binding` (services, caller, run)."""
+    """The context tools, bound to `binding` (services, caller, run)."""
     services = binding.services
     limits = services.options.limits
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
@@ -114,16 +138,35 @@ def context_tools(binding: "Binding") -> list[Tool]:
         listing = kb_files.listing(services, caller, slug, prefix or "")
         return ok_result({"kb": slug, **listing})
 
-    def read_context_file(path: FilePath, kb: Kb = None) -> Annotated[CallToolResult, ReadOutput]:
+    def read_context_file(
+        path: FilePath, kb: Kb = None, version: Version = None
+    ) -> Annotated[CallToolResult, ReadOutput]:
         """Read the current content of one file, with its sha256 and the KB version read.
 
-        Always the current file, including your own earlier writes. Keep the sha256: pass it as
-        `expected_sha256` when you change the file.
+        Without `version`, always the current file, including your own earlier writes. Keep the sha256:
+        pass it as `expected_sha256` when you change the file. With `version` (from
+        list_context_versions), the file as it was at that version.
         """
         caller = binding.caller()
         slug = _resolve_kb(services, caller, kb)
-        found = kb_files.read(services, caller, slug, path)
+        found = kb_files.read(services, caller, slug, path, version)
         return ok_result({"kb": slug, **found})
+
+    def list_context_versions(
+        kb: Kb = None, path: HistoryPath = None, limit: VersionsLimit = 20
+    ) -> Annotated[CallToolResult, VersionsOutput]:
+        """List a KB's versions newest first: who wrote each (an agent or a person), its kind, message,
+        time and the paths it changed.
+
+        KB files may have been written by other agents. When something looks wrong, check the history of
+        that file (`path`) and read older content with read_context_file's `version`.
+        """
+        caller = binding.caller()
+        slug = _resolve_kb(services, caller, kb)
+        page = versions.listing(services, caller, slug, path=path or None, limit=limit)
+        found = page["versions"]
+        assert isinstance(found, list)
+        return ok_result({"kb": slug, "versions": [{k: v[k] for k in _VERSION_FIELDS} for v in found]})
 
     def write_context(
         files: Annotated[list[FileChange], Field(min_length=1, description=_files_description(limits))],
@@ -183,6 +226,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
     return [
         _tool(list_context_files, "List KB files", read_only),
         _tool(read_context_file, "Read a KB file", read_only),
+        _tool(list_context_versions, "List a KB's versions", read_only),
         _tool(write_context, "Write to a KB", write_annotations),
         _tool(search_context, "Search a KB", read_only),
     ]

@@ -158,3 +158,11 @@ def test_sqlite_upgrades_a_data_folder_from_before_migrations(tmp_path: Path) ->
     assert row is not None and (row.agent, row.status) == ("bob", "applying")
     assert store.integrity_errors() == []
     store.close()
+
+
+def test_the_review_marker_moves(store: ControlStore, open_store: OpenStore) -> None:
+    assert store.reviewed("kb") is None
+    store.set_reviewed("kb", "a" * 40, "admin")
+    store.set_reviewed("kb", "b" * 40, "admin")  # a second review replaces the first
+    assert store.reviewed("kb") == "b" * 40 and store.reviewed("other") is None
+    assert open_store().reviewed("kb") == "b" * 40  # kept in the database

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.anyio
 
 EXPECTED_ARGS = {
     "list_context_files": ({"kb", "prefix"}, set()),
-    "read_context_file": ({"kb", "path"}, {"path"}),
+    "read_context_file": ({"kb", "path", "version"}, {"path"}),
+    "list_context_versions": ({"kb", "path", "limit"}, set()),
     "write_context": ({"kb", "files", "message"}, {"files"}),
     "search_context": ({"kb", "query", "limit", "prefix"}, {"query"}),
 }
@@ -296,6 +297,8 @@ async def test_instructions_depend_on_the_caller(services: Services, agent: dict
             "expected_sha256",
             "one write_context call",
             "Never write secrets, credentials, tokens or raw transcripts",
+            "written by other agents",
+            "list_context_versions",
         ):
             assert rule in text, (mode, rule)
         assert "- notes (read_write): Team notes" in text and "journal" not in text

@@ -1,0 +1,190 @@
+"""Review: undo one version, the "reviewed up to" marker and the agent writes after it, comparisons."""
+
+from __future__ import annotations
+
+from itertools import islice
+
+from kbserver.changes import Applied, sha256_hex
+from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, Stale
+from kbserver.core.model import Caller, VersionInfo, WriteResult
+from kbserver.core.paths import check_path
+from kbserver.services.auth import require_read, require_write
+from kbserver.services.commits import commit
+from kbserver.services.context import Services
+from kbserver.services.versions import info
+from kbserver.store import KBRepo, TreeView
+
+__all__ = ["MAX_UNREVIEWED", "REVIEWED_KINDS", "compare", "history", "mark", "status", "undo"]
+
+REVIEWED_KINDS = ("agent_write", "approval")
+"""The kinds of version a person reviews: what agents wrote, directly or through an approval."""
+
+MAX_UNREVIEWED = 500
+"""At most this many unreviewed versions are listed (newest first); `more` says when there are others."""
+
+_SCAN = 5000  # versions a filtered history page looks at, at most, before it answers with a cursor
+
+
+def _sha(data: bytes | None) -> str | None:
+    return sha256_hex(data) if data is not None else None
+
+
+def undo(
+    services: Services, caller: Caller, slug: str, version: str, message: str | None = None
+) -> WriteResult:
+    """A new `revert` version that puts back, on the head, the files `version` changed as they were
+    before it.
+
+    Refused with Stale (details `path`, `expected_sha256`, `actual_sha256`, `changed_in`) when a later
+    version changed one of those files again. Raises NotFound, Forbidden, ApprovalUnavailable,
+    InvalidRequest (nothing to undo), Stale.
+    """
+    permission = require_write(services, caller, slug)
+    if permission == "read_write_ask":
+        raise ApprovalUnavailable("undo needs read_write; ask an admin to undo this version", slug=slug)
+    repo = services.repos.repo(slug)
+    target = repo.resolve(version)
+    assert target is not None
+    parent = repo.commit_info(target).parent
+    changed = repo.changes(parent, target)
+    if not changed:
+        raise InvalidRequest(f"version {target} changed no file; nothing to undo", version=target)
+    after, before = repo.view(target), repo.view(parent)
+
+    def job(tip: TreeView) -> list[Applied]:
+        applied = []
+        for ch in changed:
+            now, then = tip.read(ch.path), after.read(ch.path)
+            if now != then:
+                later = _changed_in(repo, tip, ch.path)
+                raise Stale(
+                    f"{ch.path} changed again after version {target[:12]} (in {(later or '?')[:12]}); "
+                    "undo that later version first, or edit the file by hand",
+                    path=ch.path,
+                    expected_sha256=_sha(then),
+                    actual_sha256=_sha(now),
+                    changed_in=later,
+                )
+            old = before.read(ch.path)
+            if old is None:
+                applied.append(Applied(ch.path, "delete", None, None))
+            else:
+                applied.append(
+                    Applied(ch.path, "create" if now is None else "overwrite", old, sha256_hex(old))
+                )
+        return applied
+
+    return commit(
+        services,
+        caller,
+        slug,
+        job,
+        kind="revert",
+        message=message or f"undo {target[:12]}",
+        run_id=None,
+        default_subject="undo",
+        trailers={"Kb-Undo": target},
+    )
+
+
+def _changed_in(repo: KBRepo, tip: TreeView, path: str) -> str | None:
+    """The latest version up to `tip` that changed `path` (for the conflict's explanation)."""
+    if tip.version is None:
+        return None
+    return next(iter(repo.path_history(tip.version, path)), None)
+
+
+def _admin(services: Services, caller: Caller, slug: str) -> None:
+    require_read(services, caller, slug)
+    if not caller.is_admin:
+        raise Forbidden("only the admin reviews a KB's versions")
+
+
+def status(services: Services, caller: Caller, slug: str) -> dict[str, object]:
+    """`{reviewed, unreviewed: [version info], more}`: agent writes and approvals after the marker,
+    newest first (at most MAX_UNREVIEWED; `more` is true past that). Raises NotFound, Forbidden."""
+    _admin(services, caller, slug)
+    repo = services.repos.repo(slug)
+    reviewed = services.control.reviewed(slug)
+    head = repo.head()
+    found: list[dict[str, object]] = []
+    more = False
+    if head is not None:
+        for v in repo.first_parents(head):
+            if v == reviewed:
+                break
+            item = info(repo, v)
+            if item.kind in REVIEWED_KINDS:
+                if len(found) == MAX_UNREVIEWED:
+                    more = True
+                    break
+                found.append(item.model_dump())
+    return {"reviewed": reviewed, "unreviewed": found, "more": more}
+
+
+def mark(services: Services, caller: Caller, slug: str, version: str) -> dict[str, object]:
+    """Move the "reviewed up to" marker to `version` (a version on main); answers like `status`.
+
+    Raises NotFound, Forbidden, InvalidRequest.
+    """
+    _admin(services, caller, slug)
+    repo = services.repos.repo(slug)
+    target = repo.resolve(version)
+    assert target is not None
+    services.control.set_reviewed(slug, target, caller.actor)
+    return status(services, caller, slug)
+
+
+def compare(services: Services, caller: Caller, slug: str, a: str, b: str) -> dict[str, object]:
+    """`{from, to, diff: [{path, change, patch}]}`: what changed from version `a` to version `b`.
+
+    Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    repo = services.repos.repo(slug)
+    old, new = repo.resolve(a), repo.resolve(b)
+    assert old is not None and new is not None
+    changes = repo.changes(old, new)
+    return {
+        "from": info(repo, old).model_dump(),
+        "to": info(repo, new).model_dump(),
+        "diff": [{"path": ch.path, "change": ch.change, "patch": repo.patch(ch)} for ch in changes],
+    }
+
+
+def history(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    path: str | None = None,
+    author: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> dict[str, object]:
+    """Like `versions.listing`, filtered by `author` (e.g. `agent:bob`) and `kind` too.
+
+    A page looks at a bounded number of versions; `next_cursor` continues where it stopped.
+    Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    if not 1 <= limit <= 200:
+        raise InvalidRequest("limit must be between 1 and 200", limit=limit)
+    if path:
+        check_path(path)
+    repo = services.repos.repo(slug)
+    start = repo.resolve(cursor) if cursor else repo.head()
+    if start is None:
+        return {"versions": [], "next_cursor": None}
+    walk = repo.path_history(start, path) if path else repo.first_parents(start)
+    found: list[VersionInfo] = []
+    next_cursor = None
+    for scanned, v in enumerate(islice(walk, _SCAN + 1)):
+        if len(found) == limit or scanned == _SCAN:
+            next_cursor = v
+            break
+        item = info(repo, v)
+        if (author and item.author != author) or (kind and item.kind != kind):
+            continue
+        found.append(item)
+    return {"versions": [v.model_dump() for v in found], "next_cursor": next_cursor}
