@@ -10,6 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from kbserver.core.model import WriteRequest
+from kbserver.mcp import TOOL_NAMES
 from kbserver.mcp.http import transport_security
 from kbserver.services import Services, kbs, writes
 from kbserver.services.auth import ADMIN, caller_for
@@ -76,7 +77,7 @@ async def test_tools_over_http(
     async with http_client(http_url, agent, mode=mode) as client:
         assert client.protocol_version == version
         names = {t.name for t in (await client.list_tools()).tools}
-        assert names == {"list_context_files", "read_context_file", "write_context", "search_context"}
+        assert names == set(TOOL_NAMES)
         readme = ok(await client.call_tool("read_context_file", {"path": "README.md"}))
         written = ok(
             await client.call_tool(
