@@ -88,12 +88,16 @@ class DialectCall:
             raise
         return Current(str(found["content"]), str(found["sha256"]))
 
+    def entries(self, slug: str, prefix: str) -> dict[str, tuple[int, str]]:
+        """`{path: (size, sha256)}` of the current files under `prefix`, in path order. Raises NotFound."""
+        listing = files.listing(self.services, self.caller, slug, prefix)
+        found = listing["files"]
+        assert isinstance(found, list)
+        return {str(e["path"]): (int(e["size"]), str(e["sha256"])) for e in found}
+
     def paths(self, slug: str, prefix: str) -> list[str]:
         """Paths of the current files under `prefix`, sorted. Raises NotFound."""
-        listing = files.listing(self.services, self.caller, slug, prefix)
-        entries = listing["files"]
-        assert isinstance(entries, list)
-        return [str(e["path"]) for e in entries]
+        return list(self.entries(slug, prefix))
 
     def write(self, slug: str, changes: Sequence[FileChange], message: str | None, tool_set: str) -> Written:
         """One version (or proposal) through the write path. Raises every error of `writes.submit`."""
