@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from kbserver.core.model import Caller
-from kbserver.dialects import auto
+from kbserver.dialects import auto, memory_tool, typed
 from kbserver.dialects.session import DialectCall
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.tools import TOOL_NAMES
@@ -30,6 +30,8 @@ __all__ = ["TOOL_SET_TOOLS", "allowed_tools", "dialect_tools"]
 TOOL_SET_TOOLS: dict[str, tuple[str, ...]] = {
     "context": TOOL_NAMES,
     "auto": auto.TOOLS,
+    "memory_tool": memory_tool.TOOLS,
+    "typed": typed.TOOLS,
 }
 """Tool set name -> the names of its tools (sets without an entry have no tools yet)."""
 
@@ -107,9 +109,208 @@ def auto_tools(binding: "Binding") -> list[Tool]:
     ]
 
 
+def memory_tool_tools(binding: "Binding") -> list[Tool]:
+    def memory(
+        command: Annotated[
+            str,
+            Field(description="One of view, create, str_replace, insert, delete, rename."),
+        ],
+        ctx: Context[Any, Any],
+        path: Annotated[
+            str | None,
+            Field(description="A path under /memories, e.g. /memories/notes.md (every command but rename)."),
+        ] = None,
+        view_range: Annotated[
+            list[int] | None,
+            Field(
+                description="view: [start_line, end_line] of a file, 1-based; end_line -1 reads to the end."
+            ),
+        ] = None,
+        file_text: Annotated[str | None, Field(description="create: the new file's content.")] = None,
+        old_str: Annotated[
+            str | None, Field(description="str_replace: text that occurs exactly once.")
+        ] = None,
+        new_str: Annotated[
+            str | None, Field(description="str_replace: its replacement (may be empty).")
+        ] = None,
+        insert_line: Annotated[
+            int | None, Field(description="insert: the line after which to insert (0: at the top).")
+        ] = None,
+        insert_text: Annotated[str | None, Field(description="insert: the text to insert.")] = None,
+        old_path: Annotated[str | None, Field(description="rename: the file or folder to move.")] = None,
+        new_path: Annotated[str | None, Field(description="rename: where it goes (must not exist).")] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Anthropic's memory tool, served by kbserver: your memory directory /memories, kept in a KB.
+
+        Commands: view(path, view_range?) shows a folder (2 levels deep) or a file with line numbers;
+        create(path, file_text) makes a new file; str_replace(path, old_str, new_str) replaces text that
+        occurs exactly once; insert(path, insert_line, insert_text); delete(path) a file or folder;
+        rename(old_path, new_path). Each command that changes files is one version of the KB (people can
+        review and revert it). Paths outside /memories are refused. Errors start with their code
+        (`not_found: ...`).
+        """
+        outcome = memory_tool.memory(
+            _call(binding, ctx),
+            command,
+            path=path,
+            view_range=view_range,
+            file_text=file_text,
+            old_str=old_str,
+            new_str=new_str,
+            insert_line=insert_line,
+            insert_text=insert_text,
+            old_path=old_path,
+            new_path=new_path,
+            kb=kb,
+        )
+        data: dict[str, Any] = {"kb": outcome.kb, "result": outcome.text}
+        if command != "view":
+            data["version"] = outcome.version
+        if outcome.proposal is not None:
+            data["proposal"] = outcome.proposal
+        return CallToolResult(content=[TextContent(type="text", text=outcome.text)], structured_content=data)
+
+    return [_tool(memory, "Memory directory (/memories)", _WRITES)]
+
+
+Type = Annotated[str, Field(description="self, relationship, topic or saved.")]
+RecordId = Annotated[str, Field(description="The record's id, as save_memory or query_index gave it.")]
+Date = Annotated[str, Field(description="A date written YYYY-MM-DD.")]
+
+
+def typed_tools(binding: "Binding") -> list[Tool]:
+    def save_memory(
+        type: Type,
+        summary: Annotated[
+            str, Field(description="What to remember (Markdown); replaces the old one on update.")
+        ],
+        ctx: Context[Any, Any],
+        title: Annotated[str | None, Field(description="A short label (any type).")] = None,
+        category: Annotated[str | None, Field(description="self: the category, e.g. work, health.")] = None,
+        key: Annotated[
+            str | None, Field(description="self: the key within the category, e.g. employer.")
+        ] = None,
+        name: Annotated[
+            str | None, Field(description="relationship and topic: the person's or topic's name.")
+        ] = None,
+        saved_kind: Annotated[
+            str | None,
+            Field(description="saved: conversation_ref, source_ref, text_note (default) or arrangement."),
+        ] = None,
+        saved_reason: Annotated[str | None, Field(description="saved: why it is worth keeping.")] = None,
+        source_refs: Annotated[
+            list[dict[str, str]] | None,
+            Field(
+                description='Where it comes from: {"kind": "conversation", "date": "YYYY-MM-DD"} (an '
+                'archived day) or {"kind": "file", "path": "..."} (a KB file). get_memory(type="source") '
+                "reads them."
+            ),
+        ] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Save a typed memory, as one version; a save that matches an existing record updates it in place.
+
+        Types: `self` (facts about the user; matched by category+key), `relationship` and `topic` (matched
+        by name), `saved` (always a new record). To correct something remembered wrong, save it again with
+        the same category+key or name: the record keeps its id. USER.md (self, relationships) and
+        CONTEXT.md (topics, saved arrangements) are recompiled in the same version.
+        Returns {type, id, status: created|updated, taskId} (taskId is the version).
+        """
+        return ok_result(
+            typed.save_memory(
+                _call(binding, ctx),
+                type,
+                summary,
+                title=title,
+                category=category,
+                key=key,
+                name=name,
+                saved_kind=saved_kind,
+                saved_reason=saved_reason,
+                source_refs=source_refs,
+                kb=kb,
+            )
+        )
+
+    def forget_memory(
+        type: Type,
+        id: RecordId,
+        ctx: Context[Any, Any],
+        reason: Annotated[
+            str | None, Field(description="Why; it becomes part of the version's message.")
+        ] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Forget (delete) one record, as one version whose message carries the reason.
+
+        Unlike a plain delete this can be undone: the old record stays in the KB's history, and an admin
+        (or an agent with read_write) can revert the version. USER.md / CONTEXT.md are recompiled.
+        """
+        return ok_result(typed.forget_memory(_call(binding, ctx), type, id, reason, kb=kb))
+
+    def query_index(
+        query: Annotated[str, Field(min_length=1, description="Words to look for (CJK works too).")],
+        ctx: Context[Any, Any],
+        types: Annotated[list[str] | None, Field(description="Only these types (default: all).")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many entries.")] = 20,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Find records: entries {type, id, label, summary}, best match first. get_memory reads one."""
+        return ok_result(typed.query_index(_call(binding, ctx), query, types, limit, kb=kb))
+
+    def get_memory(
+        type: Annotated[str, Field(description="self, relationship, topic, saved, or source.")],
+        id: Annotated[
+            str,
+            Field(description="The record's id; for source, an archived day's date or a KB file's path."),
+        ],
+        ctx: Context[Any, Any],
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Read one whole record with all its fields, or a source that a source_refs entry points to."""
+        return ok_result(typed.get_memory(_call(binding, ctx), type, id, kb=kb))
+
+    def recall_raw(
+        ctx: Context[Any, Any],
+        query: Annotated[str | None, Field(description="Words to look for in the archived days.")] = None,
+        startDate: Annotated[str | None, Field(description="First day, YYYY-MM-DD.")] = None,
+        endDate: Annotated[str | None, Field(description="Last day, YYYY-MM-DD.")] = None,
+        limit: Annotated[int, Field(ge=1, le=100, description="At most this many days.")] = 10,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Search the raw day archive by words and/or a date range (at least one of them).
+
+        Returns {days: [{date, summary, diary, facts}]}: best match first, or newest first for a range.
+        """
+        return ok_result(typed.recall_raw(_call(binding, ctx), query, startDate, endDate, limit, kb=kb))
+
+    def archive_day(
+        date: Date,
+        ctx: Context[Any, Any],
+        summary: Annotated[str | None, Field(description="The day's summary.")] = None,
+        diary: Annotated[str | None, Field(description="The day's diary, in your own words.")] = None,
+        facts: Annotated[list[str] | None, Field(description="Facts learned that day.")] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Archive a day as archive/YYYY-MM-DD.json, as one version. A day archived twice is merged:
+        new text is added to the old, and facts are kept once each. Never archive raw transcripts."""
+        return ok_result(typed.archive_day(_call(binding, ctx), date, summary, diary, facts, kb=kb))
+
+    read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+    return [
+        _tool(save_memory, "Save a typed memory", _WRITES),
+        _tool(forget_memory, "Forget a typed memory", _WRITES),
+        _tool(query_index, "Find typed memories", read_only),
+        _tool(get_memory, "Read a typed memory", read_only),
+        _tool(recall_raw, "Search the day archive", read_only),
+        _tool(archive_day, "Archive a day", _WRITES),
+    ]
+
+
 def dialect_tools(binding: "Binding") -> list[Tool]:
     """Every dialect tool, bound to `binding`; the session middleware shows each caller its own sets."""
-    tools = auto_tools(binding)
+    tools = [*auto_tools(binding), *memory_tool_tools(binding), *typed_tools(binding)]
     _check_registry(t.name for t in tools)
     return tools
 

@@ -144,6 +144,11 @@ class SessionMiddleware:
         reachable = await anyio.to_thread.run_sync(kbs.visible, self.binding.services, caller)
         pinned = (run.id, run.mounts) if run is not None else None
         extra = []
+        if not caller.is_admin and "context" not in caller.tools:
+            extra.append(
+                f"Your tool sets are {', '.join(caller.tools) or 'none'}: the context tools named above "
+                "(read_context_file, write_context, ...) are not among your tools; use your own."
+            )
         if "auto" in caller.tools:
             memory = await anyio.to_thread.run_sync(auto.instructions, self.binding.services, caller)
             if memory:

@@ -169,6 +169,7 @@ async def test_tools_follow_the_tool_sets(services: Services, family: None) -> N
     make_agent(services, "only", {"notes": "read_write"}, tools=["auto"])
     async with memory_client(services, "only") as only:
         assert {t.name for t in (await only.list_tools()).tools} == {"add_memory", "edit_memory"}
+        assert "Your tool sets are auto: the context tools named above" in (only.instructions or "")
 
 
 async def test_bad_input_changes_nothing(services: Services, family: None) -> None:
