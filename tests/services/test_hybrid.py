@@ -1,0 +1,71 @@
+"""Hybrid fusion against a reference written from its definition, on generated rankings."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kbserver.services.hybrid import Fusion, Ranked, fuse
+
+_keys = st.sampled_from([f"m{i}" for i in range(12)])
+
+
+def _ranking(draw_scores: list[tuple[str, float]]) -> list[Ranked]:
+    seen: dict[str, float] = {}
+    for key, score in draw_scores:
+        seen.setdefault(key, score)
+    return [Ranked(k, s) for k, s in sorted(seen.items(), key=lambda kv: -kv[1])]
+
+
+rankings = st.lists(st.tuples(_keys, st.floats(0, 50, allow_nan=False)), max_size=12).map(_ranking)
+
+
+def _reference_convex(kw: list[Ranked], sem: list[Ranked], w: float) -> dict[str, float]:
+    def norm(rs: list[Ranked]) -> dict[str, float]:
+        if not rs:
+            return {}
+        lo, hi = min(r.score for r in rs), max(r.score for r in rs)
+        return {r.key: 1.0 if hi == lo else (r.score - lo) / (hi - lo) for r in rs}
+
+    a, b = norm(kw), norm(sem)
+    return {k: w * a.get(k, 0.0) + (1 - w) * b.get(k, 0.0) for k in a.keys() | b.keys()}
+
+
+@given(kw=rankings, sem=rankings, w=st.floats(0, 1))
+def test_convex_fusion_equals_its_definition(kw: list[Ranked], sem: list[Ranked], w: float) -> None:
+    got = fuse(kw, sem, Fusion(keyword_weight=w))
+    expected = _reference_convex(kw, sem, w)
+    assert {r.key for r in got} == expected.keys()
+    for r in got:
+        assert r.score == pytest.approx(expected[r.key])
+    assert [(r.score, r.key) for r in got] == sorted(
+        ((r.score, r.key) for r in got), key=lambda t: (-t[0], t[1])
+    )
+
+
+@given(kw=rankings, sem=rankings, k=st.floats(0.5, 100))
+def test_rrf_equals_its_definition(kw: list[Ranked], sem: list[Ranked], k: float) -> None:
+    got = {r.key: r.score for r in fuse(kw, sem, Fusion(method="rrf", rrf_k=k))}
+    expected: dict[str, float] = {}
+    for ranking in (kw, sem):
+        for rank, r in enumerate(ranking, start=1):
+            expected[r.key] = expected.get(r.key, 0.0) + 1 / (k + rank)
+    assert got == pytest.approx(expected)
+
+
+def test_weights_at_the_ends_give_one_side_only() -> None:
+    kw = [Ranked("a", 9.0), Ranked("b", 5.0), Ranked("c", 1.0)]
+    sem = [Ranked("c", 0.9), Ranked("b", 0.5), Ranked("d", 0.1)]
+    assert [r.key for r in fuse(kw, sem, Fusion(keyword_weight=1.0))][:3] == ["a", "b", "c"]
+    assert [r.key for r in fuse(kw, sem, Fusion(keyword_weight=0.0))][:2] == ["c", "b"]
+    # a key both sides like beats one side's favourite at the default weight
+    assert fuse(kw, sem)[0].key in {"a", "b"}
+    assert fuse([], []) == []
+
+
+def test_bad_settings_are_refused() -> None:
+    with pytest.raises(ValueError, match="keyword_weight"):
+        Fusion(keyword_weight=1.5)
+    with pytest.raises(ValueError, match="rrf_k"):
+        Fusion(method="rrf", rrf_k=0)
