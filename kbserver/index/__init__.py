@@ -8,5 +8,6 @@ engine can be swapped behind `SearchIndex`.
 """
 
 from kbserver.index.engine import Hit, IndexCorrupt, SearchIndex, SearchResult
+from kbserver.index.storage import index_exists
 
-__all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult"]
+__all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult", "index_exists"]

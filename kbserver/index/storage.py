@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["Folder", "IndexCorrupt"]
+__all__ = ["Folder", "IndexCorrupt", "index_exists"]
 
 # folder/
 #   LOCK        flock'ed by the one writer (update or rebuild) across threads and processes
@@ -30,6 +30,11 @@ _thread_locks_guard = threading.Lock()
 
 class IndexCorrupt(Exception):
     """The index folder cannot be opened or read; delete the folder and rebuild it from git."""
+
+
+def index_exists(root: Path) -> bool:
+    """True when `root` holds a published index (it may still be damaged); reads only."""
+    return (root / _CURRENT).is_file()
 
 
 def _thread_lock(root: Path) -> threading.Lock:
@@ -93,7 +98,10 @@ class Folder:
         if not lock.acquire(timeout=timeout):
             raise TimeoutError(f"index writer lock on {self.root} not acquired in {timeout:g} s")
         try:
-            fd = os.open(self.root / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.root / _LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+            except FileNotFoundError as e:  # the folder was removed under an open index
+                raise IndexCorrupt(f"{self.root} is gone") from e
             try:
                 _flock(fd, max(0.0, deadline - time.monotonic()), self.root)
                 yield  # closing the file below releases the flock

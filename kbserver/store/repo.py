@@ -243,6 +243,10 @@ class KBRepo:
         return count
 
     # -- blobs ------------------------------------------------------------------------------------
+    def blob(self, blob_id: str) -> bytes:
+        """The bytes of a blob. Raises KeyError for an unknown id."""
+        return self.get(blob_id.encode()).as_raw_string()
+
     def digest(self, blob_id: bytes) -> tuple[int, str]:
         """(size, sha256) of a blob; cached forever, since a blob id names its bytes."""
         known = self._digests.get(blob_id)
@@ -280,6 +284,27 @@ class KBRepo:
             assert isinstance(commit, Commit)
             yield sha.decode()
             sha = commit.parents[0] if commit.parents else None
+
+    def reaches(self, start: str, version: str) -> bool:
+        """True when `version` is `start` or one of its first-parent ancestors (both resolved ids).
+
+        Stops at the first ancestor older than `version`, so the walk is as long as the distance.
+        """
+        if start == version:
+            return True
+        target = self.get(version.encode())
+        assert isinstance(target, Commit)
+        sha: bytes | None = start.encode()
+        want = version.encode()
+        while sha is not None:
+            if sha == want:
+                return True
+            commit = self.get(sha)
+            assert isinstance(commit, Commit)
+            if commit.commit_time < target.commit_time:
+                return False
+            sha = commit.parents[0] if commit.parents else None
+        return False
 
     def path_history(self, start: str, path: str) -> Iterator[str]:
         """Versions that changed `path`, newest first (compares only the entry at `path`)."""
