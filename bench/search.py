@@ -6,10 +6,10 @@ For each size, a KB is seeded with C git fast-import from the deterministic mixe
 corpus of bench/search_engine.py (Markdown files in nested folders, bench/write.py's layout), then
 measured through kbserver's real services:
 
-- index build: `indexer.catch_up(slug, rebuild=True)` (reads every file from git, builds Whoosh);
-- commit->searchable: with the background indexer running, `writes.submit` overwrites one note
+- index build: `follower.catch_up(slug, rebuild=True)` (reads every file from git, builds Whoosh);
+- commit->searchable: with the background follower running, `writes.submit` overwrites one note
   adding a fresh token; the time from the start of the submit until `search.query` for that token
-  returns the note (`indexer.wait_for` the version, then query until found);
+  returns the note (`progress.wait_blocking` for the version, then query until found);
 - query: `search.query` (what the HTTP and MCP edges call) for a rare English word, a Chinese
   2-character word, a 4-character Chinese phrase and a frequent word; once on the freshly built
   index (one segment) and once after the commit->searchable writes (a live server's state: Whoosh
@@ -157,7 +157,7 @@ def bench_kbserver(services: Services, slug: str, docs: list[tuple[str, str]], r
             log(f"kbserver: indexed {count}/{n}")
 
     t = time.perf_counter()
-    services.indexer.catch_up(slug, progress, rebuild=True)
+    services.follower.catch_up(slug, rebuild=True, progress=progress)
     out.build = time.perf_counter() - t
     out.size_mb = _size(services.data / "index" / slug) / 1e6
     log(f"kbserver: index built in {out.build:.1f} s ({out.size_mb:.1f} MB)")
@@ -171,11 +171,11 @@ def bench_kbserver(services: Services, slug: str, docs: list[tuple[str, str]], r
     log(f"kbserver: queries on the fresh index x {repeat} each")
     out.fresh, out.hits = run_queries(repeat, total, query)
 
-    services.start()  # the background indexer, as in the server
+    services.start()  # the background follower, as in the server
     head = repo.head()
     assert head is not None
-    if not services.indexer.wait_for(slug, head, TIMEOUT):
-        raise RuntimeError("the indexer did not settle")
+    if not services.progress.wait_blocking(slug, head, TIMEOUT):
+        raise RuntimeError("the follower did not settle")
 
     log(f"kbserver: commit->searchable x {repeat} (+1 warm-up)")
     for i in range(-1, repeat):
@@ -186,7 +186,7 @@ def bench_kbserver(services: Services, slug: str, docs: list[tuple[str, str]], r
         result = writes.submit(services, ADMIN, slug, req)
         t1 = time.perf_counter()
         assert isinstance(result, WriteResult)
-        if not services.indexer.wait_for(slug, result.version, TIMEOUT):
+        if not services.progress.wait_blocking(slug, result.version, TIMEOUT):
             raise RuntimeError(f"index did not cover {result.version} within {TIMEOUT} s")
         t2 = time.perf_counter()
         while not finds(services, slug, word, path):

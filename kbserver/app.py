@@ -87,7 +87,7 @@ def create_app(
                 if owned:
                     svc.close()
                 else:
-                    svc.indexer.stop()
+                    svc.follower.stop()
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
+import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -273,7 +276,7 @@ def _reindex(args: argparse.Namespace) -> int:
         for slug in slugs:
             kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
             bar = _Progress(f"reindexing {slug}")
-            version = services.indexer.catch_up(slug, bar, rebuild=True)
+            version = services.follower.catch_up(slug, rebuild=True, progress=bar)
             bar.close()
             print(f"{slug}: index rebuilt at version {version}")
     return 0
@@ -294,7 +297,23 @@ def _mcp(args: argparse.Namespace) -> int:
 
     _, services = _services(args)
     with _closing(services):
+        services.start()  # follows main unless another process (serve, a worker) already does
         run_stdio(services, args.agent)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    settings = Settings.from_env(data=args.data)
+    logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
+    services = Services(settings.data, dataclasses.replace(settings.options(), follow=True))
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    with _closing(services):
+        services.start()
+        print(f"kbserver worker following main in {settings.data}", flush=True)
+        while not stop.wait(1.0):
+            pass
     return 0
 
 
@@ -417,6 +436,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("slug", nargs="?", help="the KB (default: every KB)")
 
     command("fsck", _fsck, "check every repository and the control plane (exit 2 on damage)")
+
+    command(
+        "worker",
+        _worker,
+        "follow main into the search index in this process (set KBSERVER_FOLLOWER=worker for serve)",
+    )
 
     p = command("mcp", _mcp, "serve MCP over stdio for one agent")
     p.add_argument("--agent", required=True, help="the agent whose tools and permissions the client gets")

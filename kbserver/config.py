@@ -36,7 +36,11 @@ class Settings(BaseModel):
     run_ttl_seconds: float = Field(default=24 * 3600, gt=0, description="how long a run's snapshot lives")
     fsync: bool = Field(default=True, description="fsync objects and refs before acknowledging a write")
     index_poll_seconds: float = Field(
-        default=1.0, gt=0, description="how often the index looks for commits made by other processes"
+        default=0.05, gt=0, description="how often the follower reads the feed of other processes' commits"
+    )
+    follower: Literal["embedded", "worker"] = Field(
+        default="embedded",
+        description="`embedded`: serve follows main itself; `worker`: a `kbserver worker` process does",
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,
@@ -91,6 +95,7 @@ class Settings(BaseModel):
             run_ttl_seconds=self.run_ttl_seconds,
             fsync=self.fsync,
             index_poll_seconds=self.index_poll_seconds,
+            follow=self.follower == "embedded",
         )
 
 

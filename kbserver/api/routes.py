@@ -138,7 +138,7 @@ async def search_kb(request: Request) -> Response:
 async def index_status(request: Request) -> Response:
     who = await caller(request)
     q = query(request, s.IndexQuery)
-    out = await call(search.status, services_of(request), who, _slug(request), q.wait_for, q.timeout)
+    out = await search.status_after(services_of(request), who, _slug(request), q.wait_for, q.timeout)
     return respond(out)
 
 

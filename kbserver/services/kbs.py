@@ -14,6 +14,7 @@ from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.core.paths import check_path
 from kbserver.services.auth import permission, require_read
 from kbserver.services.context import Services
+from kbserver.services.indexing import INDEX_SINK
 from kbserver.store import CommitPlan
 
 __all__ = ["ImportResult", "create", "describe", "import_folder", "set_limits", "visible"]
@@ -91,7 +92,7 @@ def describe(services: Services, caller: Caller, slug: str) -> dict[str, object]
         "description": _description(services, slug),
         "head": head,
         "file_count": repo.file_count(head),
-        "indexed_version": services.indexer.indexed_version(slug),
+        "indexed_version": services.progress.covered(INDEX_SINK, slug),
         "permission": permission(caller, slug),
         "limits": services.limits(slug).model_dump(),
     }

@@ -1,16 +1,18 @@
-"""Search use cases: full-text search of a KB and the index status (`wait_for`)."""
+"""Search use cases: full-text search of a KB, the index status, and waiting for the follower."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Mapping, Sequence
 
-from kbserver.core.errors import InvalidRequest
+from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Caller
 from kbserver.core.paths import check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
+from kbserver.services.indexing import INDEX_SINK
 
-__all__ = ["MAX_LIMIT", "MAX_WAIT_SECONDS", "query", "status"]
+__all__ = ["MAX_LIMIT", "MAX_WAIT_SECONDS", "on_main", "query", "status", "status_after", "wait_for"]
 
 MAX_LIMIT = 100
 MAX_WAIT_SECONDS = 60.0
@@ -27,9 +29,10 @@ def query(
     filters: Mapping[str, str] | None = None,
     exact_total: bool = True,
 ) -> dict[str, object]:
-    """`{hits: [{path, score, snippet}], total, version}`. Raises NotFound, InvalidRequest.
+    """`{hits: [{path, score, snippet}], total, version}`. Raises NotFound, InvalidRequest, Unavailable.
 
-    Edges that show no total pass `exact_total=False` and save counting every match.
+    Edges that show no total pass `exact_total=False` and save counting every match. `unavailable`
+    means the index was found damaged; the follower rebuilds it from git.
     """
     require_read(services, caller, slug)
     if not isinstance(q, str) or (not q.strip() and not filters):
@@ -38,8 +41,14 @@ def query(
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     if offset < 0:
         raise InvalidRequest("offset must be 0 or more", offset=offset)
-    result = services.indexer.search(
-        slug, q, limit=limit, offset=offset, prefix=check_prefix(prefix) or None, filters=filters
+    result = services.search_index.search(
+        slug,
+        q,
+        limit=limit,
+        offset=offset,
+        prefix=check_prefix(prefix) or None,
+        filters=filters,
+        exact_total=exact_total,
     )
     return {
         "hits": [{"path": h.path, "score": round(h.score, 4), "snippet": h.snippet} for h in result.hits],
@@ -48,23 +57,82 @@ def query(
     }
 
 
+def _check_timeout(timeout: float) -> None:
+    if not 0 <= timeout <= MAX_WAIT_SECONDS:
+        raise InvalidRequest(f"timeout must be between 0 and {MAX_WAIT_SECONDS} seconds", timeout=timeout)
+
+
+def on_main(services: Services, slug: str, version: str) -> str:
+    """`version` checked to be on main. Raises InvalidRequest (malformed), NotFound (unknown, or
+    a commit that is not on main, such as a pending proposal's)."""
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(version)
+    head = repo.head()
+    if resolved is None or head is None or not repo.reaches(head, resolved):
+        raise NotFound(f"version {version} is not a version of KB {slug}", version=version)
+    return resolved
+
+
 def status(
     services: Services, caller: Caller, slug: str, wait_for: str | None = None, timeout: float = 10.0
 ) -> dict[str, object]:
     """`{head, indexed_version}`, after waiting up to `timeout` s for `wait_for` to be covered.
 
-    Raises NotFound, InvalidRequest.
+    Blocks the calling thread while it waits: for the CLI and sync tools; edges on an event loop
+    use `status_after`. Raises NotFound, InvalidRequest.
     """
     require_read(services, caller, slug)
-    if not 0 <= timeout <= MAX_WAIT_SECONDS:
-        raise InvalidRequest(f"timeout must be between 0 and {MAX_WAIT_SECONDS} seconds", timeout=timeout)
-    repo = services.repos.repo(slug)
+    _check_timeout(timeout)
     covered = None
     if wait_for is not None:
-        version = repo.resolve(wait_for)
-        assert version is not None
-        covered = services.indexer.wait_for(slug, version, timeout)
-    out: dict[str, object] = {"head": repo.head(), "indexed_version": services.indexer.indexed_version(slug)}
+        version = on_main(services, slug, wait_for)
+        covered = services.progress.wait_blocking(slug, version, timeout, [INDEX_SINK])
+    return _status(services, slug, covered)
+
+
+def _status(services: Services, slug: str, covered: bool | None) -> dict[str, object]:
+    out: dict[str, object] = {
+        "head": services.repos.repo(slug).head(),
+        "indexed_version": services.progress.covered(INDEX_SINK, slug),
+    }
     if covered is not None:
         out["covered"] = covered
+    error = services.progress.error(INDEX_SINK, slug)
+    if error is not None:
+        out["index_error"] = error
     return out
+
+
+async def wait_for(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    version: str,
+    timeout: float,
+    sinks: Sequence[str] | None = None,
+) -> bool:
+    """Wait, without holding a thread, until `sinks` (default: all) cover `version`; False on timeout.
+
+    Raises NotFound (unknown KB or a version not on main, at once), InvalidRequest.
+    """
+    _check_timeout(timeout)
+
+    def check() -> str:
+        require_read(services, caller, slug)
+        return on_main(services, slug, version)
+
+    resolved = await asyncio.to_thread(check)
+    return await services.progress.wait(slug, resolved, timeout, sinks)
+
+
+async def status_after(
+    services: Services, caller: Caller, slug: str, wait_for_version: str | None, timeout: float = 10.0
+) -> dict[str, object]:
+    """`status` for edges on an event loop: the wait holds no thread (`GET /kbs/{slug}/index`)."""
+    covered = None
+    if wait_for_version is not None:
+        covered = await wait_for(services, caller, slug, wait_for_version, timeout, [INDEX_SINK])
+    else:
+        _check_timeout(timeout)
+        await asyncio.to_thread(require_read, services, caller, slug)
+    return await asyncio.to_thread(_status, services, slug, covered)

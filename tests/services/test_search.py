@@ -104,9 +104,9 @@ def test_concurrent_writes_leave_index_equal_to_main(services: Services, kb: str
         t.join(timeout=120)
     repo = services.repos.repo(kb)
     head = repo.head()
-    assert head is not None and services.indexer.wait_for(kb, head, 60)
+    assert head is not None and services.progress.wait_blocking(kb, head, 60)
     expected = {p: sha256_hex(repo.view(head).read(p) or b"") for p, _ in repo.view(head).walk()}
-    assert services.indexer.index(kb).paths() == expected
+    assert services.search_index.paths(kb) == expected
 
 
 def test_commit_from_another_process_is_indexed(services: Services, kb: str, tmp_path: Path) -> None:
@@ -128,8 +128,8 @@ def test_commit_from_another_process_is_indexed(services: Services, kb: str, tmp
         check=True,
     )
     version = out.stdout.strip().splitlines()[-1]
-    assert services.indexer.wait_for(kb, version, 60)  # picked up by polling, no notify from that process
-    result = services.indexer.index(kb).search("pelicans")
+    assert services.progress.wait_blocking(kb, version, 60)  # from the feed: no notify from there
+    result = services.search_index.search(kb, "pelicans")
     assert [h.path for h in result.hits] == ["other.md"]
 
 
@@ -141,14 +141,14 @@ def test_lost_index_is_rebuilt_at_start(tmp_path: Path) -> None:
         first, ADMIN, "kb", WriteRequest(files=[Create(path="a.md", mode="create", content="zebra crossing")])
     ).version
     first.start()
-    assert first.indexer.wait_for("kb", v, 60)
+    assert first.progress.wait_blocking("kb", v, 60)
     first.close()
     shutil.rmtree(data / "index")
     again = Services(data)
     again.start()
     try:
-        assert again.indexer.wait_for("kb", v, 60)
-        assert [h.path for h in again.indexer.index("kb").search("zebra").hits] == ["a.md"]
+        assert again.progress.wait_blocking("kb", v, 60)
+        assert [h.path for h in again.search_index.search("kb", "zebra").hits] == ["a.md"]
     finally:
         again.close()
     (data / "index" / "kb").mkdir(parents=True, exist_ok=True)
@@ -158,7 +158,7 @@ def test_lost_index_is_rebuilt_at_start(tmp_path: Path) -> None:
     third = Services(data)
     third.start()
     try:
-        assert third.indexer.wait_for("kb", v, 60)
-        assert [h.path for h in third.indexer.index("kb").search("zebra").hits] == ["a.md"]
+        assert third.progress.wait_blocking("kb", v, 60)
+        assert [h.path for h in third.search_index.search("kb", "zebra").hits] == ["a.md"]
     finally:
         third.close()

@@ -1,0 +1,308 @@
+"""The follower: turns new heads of main into tree diffs for sinks (the search index, vectors, ...).
+
+Each sink records the version it covers in its own storage, so a restart resumes from there and a
+rebuild is a diff from nothing. New heads come from this process's writers (`notify`) and from the
+data folder's feed, which every process appends to. One process per data folder follows at a time
+(it holds `follower.lock`); the others stand by, learn the sinks' progress from the feed, and take
+over when the lock frees. Readers never repair a sink: they `report_damaged`, the follower rebuilds.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from kbserver.core.errors import KBError, NotFound
+from kbserver.services.progress import Progress
+from kbserver.store import Change, KBRepo, Repos
+from kbserver.store.feed import Covered, Damaged, Feed, Head
+
+__all__ = ["Delta", "Follower", "Sink", "SinkDamaged"]
+
+log = logging.getLogger(__name__)
+
+IDLE_SECONDS = 2.0  # commits paused this long: sinks do their housekeeping (index merges)
+RECONCILE_SECONDS = 60.0  # compare every KB's head with every sink now and then: the feed is a hint
+LEADER_RETRY_SECONDS = 1.0  # a standby process tries to become the follower this often
+RETRY_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)  # a failing sink is retried after these pauses
+
+
+class SinkDamaged(Exception):
+    """A sink's storage for one KB cannot be read; the follower resets and rebuilds it."""
+
+
+@dataclass(frozen=True)
+class Delta:
+    """What changed on main between `base` (None: nothing, a rebuild) and `version`."""
+
+    slug: str
+    version: str
+    base: str | None
+    changes: Sequence[Change]  # sorted by path; added/modified carry new_blob, deleted old_blob
+    read: Callable[[str], bytes]  # a blob id's bytes
+    progress: Callable[[int], None] | None = None  # for long rebuilds: called with files done
+
+
+class Sink(Protocol):
+    """Something derived from a KB's files that follows main."""
+
+    name: str  # also its feed name: letters, digits, `_.-`
+
+    def covered(self, slug: str) -> str | None:
+        """The version this sink's storage records for `slug` (None: nothing). Raises SinkDamaged."""
+        ...
+
+    def apply(self, delta: Delta) -> None:
+        """Apply `delta` and record `delta.version`, atomically. Raises SinkDamaged."""
+        ...
+
+    def reset(self, slug: str) -> None:
+        """Remove this sink's storage for `slug` (damaged, or the KB is gone)."""
+        ...
+
+    def idle(self) -> None:
+        """Housekeeping while no commits arrive (merging, closing idle files)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class _Failure:
+    attempts: int
+    retry_at: float
+
+
+class Follower:
+    """Keeps every sink equal to main for every KB, in a background thread."""
+
+    def __init__(
+        self,
+        repos: Repos,
+        feed: Feed,
+        sinks: Sequence[Sink],
+        progress: Progress,
+        lock_path: Path,
+        *,
+        poll_seconds: float = 0.05,
+        lead: bool = True,
+    ) -> None:
+        self._repos = repos
+        self._feed = feed
+        self.sinks = list(sinks)
+        self._progress = progress
+        self._lock_path = lock_path
+        self._poll = poll_seconds
+        self._want_lead = lead
+        self._lock_fd: int | None = None
+        self._cond = threading.Condition()
+        self._pending: set[str] = set()
+        self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) to reset and rebuild
+        self._failures: dict[tuple[str, str], _Failure] = {}
+        self._slug_locks: dict[str, threading.Lock] = {}
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+        self._last_apply = 0.0
+        self._idle_done = False
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+    @property
+    def leading(self) -> bool:
+        """True while this process is the data folder's follower."""
+        return self._lock_fd is not None
+
+    def start(self) -> None:
+        """Follow main in the background (or stand by when another process follows)."""
+        if self._thread is not None:
+            return
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name="kbserver-follower", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not None:
+            self._thread.join(timeout=60)
+            self._thread = None
+        self._release()
+
+    def _try_lead(self) -> bool:
+        if self._lock_fd is not None:
+            return True
+        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        log.info("this process follows main for the data folder (sinks: %s)", self._names())
+        return True
+
+    def _release(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # releases the flock
+            self._lock_fd = None
+
+    def _names(self) -> str:
+        return ", ".join(s.name for s in self.sinks)
+
+    # -- events ------------------------------------------------------------------------------------
+    def notify(self, slug: str) -> None:
+        """A commit happened on `slug` in this process."""
+        with self._cond:
+            self._pending.add(slug)
+            self._cond.notify_all()
+
+    def report_damaged(self, sink: str, slug: str) -> None:
+        """A reader found `sink`'s storage of `slug` damaged: rebuild it (here or in the follower)."""
+        self._progress.forget(sink, slug)
+        if self.leading:
+            with self._cond:
+                self._rebuild.add((sink, slug))
+                self._pending.add(slug)
+                self._cond.notify_all()
+        else:
+            self._feed.damaged(sink, slug)
+
+    # -- the loop ------------------------------------------------------------------------------------
+    def _loop(self) -> None:
+        reader = self._feed.reader()
+        next_reconcile = 0.0  # at once: catch up everything after a start or a takeover
+        next_lead_try = 0.0
+        try:
+            while True:
+                with self._cond:
+                    if not self._pending and not self._stopping:
+                        self._cond.wait(timeout=self._poll)
+                    if self._stopping:
+                        return
+                    slugs, self._pending = set(self._pending), set()
+                records, rotated = reader.poll()
+                now = time.monotonic()
+                if not self.leading and self._want_lead and now >= next_lead_try:
+                    next_lead_try = now + LEADER_RETRY_SECONDS
+                    if self._try_lead():
+                        next_reconcile = 0.0
+                for record in records:
+                    if isinstance(record, Covered):
+                        if not self.leading:  # the follower's own lines are old news to itself
+                            self._progress.record(record.sink, record.slug, record.version)
+                    elif isinstance(record, Head):
+                        slugs.add(record.slug)
+                    elif isinstance(record, Damaged):
+                        self._progress.forget(record.sink, record.slug)
+                        with self._cond:
+                            self._rebuild.add((record.sink, record.slug))
+                        slugs.add(record.slug)
+                if not self.leading:
+                    continue
+                if rotated or now >= next_reconcile:
+                    slugs.update(self._repos.slugs())
+                    next_reconcile = now + RECONCILE_SECONDS
+                slugs.update(slug for (_, slug), f in self._failures.items() if f.retry_at <= now)
+                for slug in sorted(slugs):
+                    self._follow(slug)
+                if not self._idle_done and time.monotonic() - self._last_apply >= IDLE_SECONDS:
+                    self._idle_done = True  # once per pause in the commits
+                    for sink in self.sinks:
+                        try:
+                            sink.idle()
+                        except Exception:
+                            log.exception("housekeeping of sink %s failed; it will be retried", sink.name)
+        finally:
+            reader.close()
+
+    # -- following one KB ----------------------------------------------------------------------------
+    def _slug_lock(self, slug: str) -> threading.Lock:
+        with self._cond:
+            return self._slug_locks.setdefault(slug, threading.Lock())
+
+    def _follow(self, slug: str) -> None:
+        now = time.monotonic()
+        for sink in self.sinks:
+            failure = self._failures.get((sink.name, slug))
+            if failure is not None and failure.retry_at > now:
+                continue
+            with self._cond:
+                rebuild = (sink.name, slug) in self._rebuild
+                self._rebuild.discard((sink.name, slug))
+            try:
+                self.catch_up(slug, rebuild=rebuild, sinks=[sink.name])
+            except NotFound:
+                return  # the KB is gone
+            except Exception as e:
+                attempts = failure.attempts + 1 if failure else 1
+                pause = RETRY_SECONDS[min(attempts, len(RETRY_SECONDS)) - 1]
+                self._failures[(sink.name, slug)] = _Failure(attempts, time.monotonic() + pause)
+                self._progress.fail(sink.name, slug, f"{type(e).__name__}: {e}")
+                log.exception(
+                    "sink %s failed on KB %s (attempt %d); retrying in %g s", sink.name, slug, attempts, pause
+                )
+            else:
+                self._failures.pop((sink.name, slug), None)
+
+    def catch_up(
+        self,
+        slug: str,
+        *,
+        rebuild: bool = False,
+        sinks: Sequence[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> str | None:
+        """Bring `sinks` (default: all) of `slug` to main's head now; returns that head.
+
+        For the follower's own thread and for `kbserver reindex`; never called by a reader.
+        Raises NotFound for an unknown KB and whatever a sink raises.
+        """
+        repo = self._repos.repo(slug)
+        chosen = [s for s in self.sinks if sinks is None or s.name in sinks]
+        with self._slug_lock(slug):
+            head = repo.head()
+            if head is None:
+                return None
+            for sink in chosen:
+                try:
+                    self._catch_up_sink(sink, slug, head, rebuild, progress)
+                except SinkDamaged as e:
+                    log.warning("sink %s of KB %s is damaged (%s); rebuilding it", sink.name, slug, e)
+                    self._catch_up_sink(sink, slug, head, True, progress)
+            return head
+
+    def _catch_up_sink(
+        self, sink: Sink, slug: str, head: str, rebuild: bool, progress: Callable[[int], None] | None
+    ) -> None:
+        repo = self._repos.repo(slug)
+        if rebuild:
+            self._progress.record(sink.name, slug, None)
+            sink.reset(slug)
+            base = None
+        else:
+            base = sink.covered(slug)
+            if base == head:
+                self._progress.record(sink.name, slug, head)
+                return
+        if base is not None and not _ancestor(repo, base, head):
+            base = None  # not on main (the KB was recreated, the sink is foreign): start from nothing
+        changes = repo.changes(base, head)
+        sink.apply(Delta(slug, head, base, changes, repo.blob, progress))
+        self._last_apply = time.monotonic()
+        self._idle_done = False
+        self._progress.record(sink.name, slug, head)
+        self._feed.covered(sink.name, slug, head)
+
+
+def _ancestor(repo: KBRepo, base: str, head: str) -> bool:
+    try:
+        return repo.resolve(base) == base and repo.reaches(head, base)
+    except (KBError, KeyError):
+        return False

@@ -1,0 +1,146 @@
+"""What each sink covers, per KB, and waiting for it: async (no thread per waiter) or blocking."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+from kbserver.core.errors import KBError
+from kbserver.store import Repos
+
+__all__ = ["Progress"]
+
+# Reads a sink's own record of the version it covers (None: nothing yet); may raise.
+CoveredReader = Callable[[str, str], "str | None"]
+
+
+class Progress:
+    """The version each sink covers for each KB, fed by the follower (here or in another process).
+
+    Unknown entries are read from the sink's own storage once (`read_covered`). Waiters are woken
+    on every record for their KB; an async waiter is a future, never a thread.
+    """
+
+    def __init__(self, repos: Repos, sinks: Sequence[str], read_covered: CoveredReader) -> None:
+        self._repos = repos
+        self.sinks = tuple(sinks)
+        self._read = read_covered
+        self._covered: dict[tuple[str, str], str | None] = {}
+        self._errors: dict[tuple[str, str], str] = {}
+        self._cond = threading.Condition()
+        self._generation = 0  # bumped by every record: blocking waiters wait for it to move
+        self._async: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+
+    # -- recording ----------------------------------------------------------------------------------
+    def record(self, sink: str, slug: str, version: str | None) -> None:
+        """`sink` now covers `version` of `slug` (None: it covers nothing, e.g. being rebuilt)."""
+        with self._cond:
+            self._covered[(sink, slug)] = version
+            self._generation += 1
+            if version is not None:
+                self._errors.pop((sink, slug), None)
+            self._cond.notify_all()
+            waiters = self._async.pop(slug, [])
+        for loop, future in waiters:
+            loop.call_soon_threadsafe(_wake, future)
+
+    def fail(self, sink: str, slug: str, message: str) -> None:
+        with self._cond:
+            self._errors[(sink, slug)] = message
+
+    def forget(self, sink: str, slug: str) -> None:
+        """Drop what is known, so the next look reads the sink's storage again."""
+        with self._cond:
+            self._covered.pop((sink, slug), None)
+
+    # -- reading ------------------------------------------------------------------------------------
+    def covered(self, sink: str, slug: str) -> str | None:
+        """The version `sink` covers for `slug`; None when nothing, or when its storage is unreadable."""
+        with self._cond:
+            if (sink, slug) in self._covered:
+                return self._covered[(sink, slug)]
+        try:
+            version = self._read(sink, slug)
+        except Exception as e:  # a damaged sink covers nothing; the follower rebuilds it
+            self.fail(sink, slug, f"{type(e).__name__}: {e}")
+            return None
+        with self._cond:
+            return self._covered.setdefault((sink, slug), version)
+
+    def error(self, sink: str, slug: str) -> str | None:
+        """The last failure of `sink` on `slug`, until it covers a version again."""
+        with self._cond:
+            return self._errors.get((sink, slug))
+
+    def covers(self, slug: str, version: str, sinks: Sequence[str] | None = None) -> bool:
+        """True once every sink in `sinks` (default: all) covers `version` (a version on main)."""
+        repo = None
+        for sink in sinks or self.sinks:
+            covered = self.covered(sink, slug)
+            if covered is None:
+                return False
+            if covered == version:
+                continue
+            repo = repo or self._repos.repo(slug)
+            try:
+                if not repo.reaches(covered, version):
+                    return False
+            except (KeyError, KBError):  # a sink that records a version this KB lacks covers nothing
+                return False
+        return True
+
+    # -- waiting ------------------------------------------------------------------------------------
+    async def wait(self, slug: str, version: str, timeout: float, sinks: Sequence[str] | None = None) -> bool:
+        """Wait until `sinks` cover `version` or `timeout` seconds pass; no thread is held meanwhile."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            future: asyncio.Future[None] = loop.create_future()
+            with self._cond:  # registered before checking, so no record slips between
+                self._async.setdefault(slug, []).append((loop, future))
+            # The check reads git objects: off the event loop, on a short-lived pool thread.
+            if await asyncio.to_thread(self.covers, slug, version, sinks):
+                self._unregister(slug, future)
+                return True
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                self._unregister(slug, future)
+                return False
+            try:
+                await asyncio.wait_for(future, remaining)
+            except TimeoutError:
+                self._unregister(slug, future)
+
+    def _unregister(self, slug: str, future: asyncio.Future[None]) -> None:
+        with self._cond:
+            waiters = self._async.get(slug, [])
+            self._async[slug] = [w for w in waiters if w[1] is not future]
+            if not self._async[slug]:
+                del self._async[slug]
+
+    def wait_blocking(
+        self, slug: str, version: str, timeout: float, sinks: Sequence[str] | None = None
+    ) -> bool:
+        """`wait` for callers that already run in a thread of their own (the CLI, sync MCP tools)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                seen = self._generation
+            if self.covers(slug, version, sinks):
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            with self._cond:
+                self._cond.wait_for(functools.partial(self._moved, seen), timeout=remaining)
+
+    def _moved(self, seen: int) -> bool:
+        return self._generation != seen
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
