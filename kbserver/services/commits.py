@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 
 from kbserver.changes import Applied, refuse_secrets
+from kbserver.core.messages import check_message
 from kbserver.core.model import Caller, FileResult, WriteResult
 from kbserver.services.context import Services
 from kbserver.store import CommitPlan, TreeView
@@ -39,9 +40,10 @@ def commit(
 ) -> WriteResult:
     """Apply `job` on the current head as one version of `kind`; re-applied if the head moves.
 
-    Raises SecretDetected for a message holding a credential, and whatever `job` raises (KBErrors
-    from changes).
+    Raises InvalidRequest for a message the contract refuses, SecretDetected for a message holding
+    a credential, and whatever `job` raises (KBErrors from changes).
     """
+    check_message(message)
     refuse_secrets(message, "message")
     _, writer = services.repos.get(slug)
     who = author or caller

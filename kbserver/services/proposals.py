@@ -9,6 +9,7 @@ import time
 from kbserver.changes import apply, refuse_secrets
 from kbserver.control import PROPOSAL_STATUSES, ProposalRow
 from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound, NotPending
+from kbserver.core.messages import check_message
 from kbserver.core.model import Caller, WriteRequest, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.commits import commit, summary
@@ -29,6 +30,7 @@ def propose(
     services: Services, caller: Caller, slug: str, req: WriteRequest, run_id: str
 ) -> dict[str, object]:
     """Validate `req` exactly like a write and keep it on refs/proposals/{id}. Raises like a write."""
+    check_message(req.message)
     refuse_secrets(req.message, "message")
     proposal_id = "prop_" + secrets.token_hex(8)
     limits = services.limits(slug)
