@@ -187,6 +187,11 @@ class KBRepo:
         self.writable = CachingStore(self.git, self.get)
         self._digests: dict[bytes, tuple[int, str]] = {}
         self._counts: dict[str, int] = {}
+        # Versions on main (the head and its first parents, as 20-byte ids; closed under first
+        # parents); main only grows, so each new head walks just the new commits.
+        self._main: set[bytes] = set()
+        self._main_tip: str | None = None
+        self._main_lock = threading.Lock()
 
     def close(self) -> None:
         self.git.close()
@@ -203,9 +208,10 @@ class KBRepo:
         return self.get(sha)
 
     def resolve(self, version: str | None) -> str | None:
-        """`version` checked to be a commit of this KB, or the head when None.
+        """`version` checked to be a version on main, or the head when None.
 
-        Raises InvalidRequest for a malformed id and NotFound for an unknown one.
+        Raises InvalidRequest for a malformed id and NotFound for any other commit (a pending
+        proposal's included) or an unknown id.
         """
         if version is None:
             return self.head()
@@ -214,10 +220,32 @@ class KBRepo:
         try:
             obj = self.get(version.encode())
         except KeyError:
-            raise NotFound(f"version {version} does not exist in this KB", version=version) from None
-        if not isinstance(obj, Commit):
-            raise NotFound(f"version {version} does not exist in this KB", version=version)
+            obj = None
+        if not isinstance(obj, Commit) or not self.on_main(version):
+            raise NotFound(
+                f"version {version} is not a version of this KB; list the versions to see them", version=version
+            )
         return version
+
+    def on_main(self, version: str) -> bool:
+        """Whether `version` is main's head or one of its first parents (cached per head)."""
+        with self._main_lock:
+            head = self.head()  # read under the lock, so no thread applies an older head after a newer
+            if head is None:
+                return False
+            if head != self._main_tip:
+                known = bytes.fromhex(head) in self._main  # main went back (C git by hand): start again
+                seen: set[bytes] = set()
+                met_known = False
+                for v in self.first_parents(head):
+                    key = bytes.fromhex(v)
+                    if key in self._main and not known:  # its first parents are all known already
+                        met_known = True
+                        break
+                    seen.add(key)
+                self._main = self._main | seen if met_known else seen
+                self._main_tip = head
+            return bytes.fromhex(version) in self._main
 
     def view(self, version: str | None) -> TreeView:
         """The files at `version` (a resolved commit id) or an empty view when None."""
