@@ -223,7 +223,8 @@ class KBRepo:
             obj = None
         if not isinstance(obj, Commit) or not self.on_main(version):
             raise NotFound(
-                f"version {version} is not a version of this KB; list the versions to see them", version=version
+                f"version {version} is not a version of this KB; list the versions to see them",
+                version=version,
             )
         return version
 
