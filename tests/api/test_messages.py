@@ -15,7 +15,6 @@ from starlette.testclient import TestClient
 from kbserver.control import ProposalRow
 from kbserver.services import Services
 from tests.helpers import git_fsck, make_agent, state
-from tests.mcp.clients import error, memory_client, ok
 
 BAD_MESSAGES = [
     "nul \x00 inside",
@@ -103,21 +102,4 @@ def test_bad_message_on_proposal_and_approval(
     assert state(services, kb) == before
     after = client.get(f"/api/v1/kbs/{kb}/proposals/prop_forged", headers=admin).json()
     assert after["status"] == "pending" and after["reason"].startswith("invalid_request")
-    git_fsck(services.repos.path(kb))
-
-
-@pytest.mark.anyio
-@pytest.mark.parametrize("anyio_backend", ["asyncio"])
-async def test_bad_message_over_mcp(
-    services: Services, agent: dict[str, str], kb: str, anyio_backend: str
-) -> None:
-    before = state(services, kb)
-    files = [{"path": "m.md", "mode": "create", "content": "x\n"}]
-    async with memory_client(services, "bob") as client:
-        for message in BAD_MESSAGES:
-            err = error(await client.call_tool("write_context", {"files": files, "message": message}))
-            assert err["code"] == "invalid_request", err
-        assert state(services, kb) == before
-        done = ok(await client.call_tool("write_context", {"files": files, "message": "tab\tok"}))
-        assert done["version"] != before[0]
     git_fsck(services.repos.path(kb))
