@@ -38,6 +38,11 @@ class Settings(BaseModel):
     index_poll_seconds: float = Field(
         default=0.05, gt=0, description="how often the follower reads the feed of other processes' commits"
     )
+    memory_budget_mb: int = Field(
+        default=64,
+        ge=1,
+        description="memory for open KBs (repositories with their caches) and search indexes, in MB",
+    )
     follower: Literal["embedded", "worker"] = Field(
         default="embedded",
         description="`embedded`: serve follows main itself; `worker`: a `kbserver worker` process does",
@@ -96,6 +101,7 @@ class Settings(BaseModel):
             fsync=self.fsync,
             index_poll_seconds=self.index_poll_seconds,
             follow=self.follower == "embedded",
+            memory_budget_mb=self.memory_budget_mb,
         )
 
 

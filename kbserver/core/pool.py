@@ -1,103 +1,106 @@
-"""A least-recently-used pool of open resources (repositories, indexes) under a budget, with leases."""
+"""A least-recently-used pool of open resources (repositories, indexes) under one memory budget.
+
+Each kind of value registers how to open, close and weigh it (`LeasePool.kind`). Weights are read
+again whenever the pool checks its budget, since an open value's caches grow while it is used. A
+leased value is never closed under its user: eviction or `drop` only marks it, and the last lease
+closes it.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass
-from typing import Generic, TypeVar
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
-__all__ = ["LeasePool"]
+__all__ = ["Kind", "LeasePool"]
 
-K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
 
 @dataclass
-class _Entry(Generic[V]):
-    value: V
+class _Entry:
+    value: Any
+    kind: Kind[Any]
     users: int = 0
     doomed: bool = False  # dropped or evicted while leased: closed by the last user
 
 
-class LeasePool(Generic[K, V]):
-    """Opens values on demand and closes the least recently used ones once `weight` exceeds `budget`.
+@dataclass
+class LeasePool:
+    """Values of every kind share `budget` (bytes); the least recently used go first."""
 
-    A leased value is never closed under its user: eviction or `drop` only marks it, and the last
-    lease closes it. `weigh(value)` is the value's cost in budget units (default 1 each).
-    """
+    budget: int
+    _items: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def __init__(
+    def kind(
         self,
-        open_: Callable[[K], V],
+        name: str,
+        open_: Callable[[str], V],
         close: Callable[[V], None],
-        budget: int,
-        weigh: Callable[[V], int] | None = None,
-    ) -> None:
-        self._open = open_
-        self._close = close
-        self.budget = max(1, budget)
-        self._weigh = weigh or (lambda _v: 1)
-        self._items: OrderedDict[K, _Entry[V]] = OrderedDict()
-        self._lock = threading.Lock()
+        weigh: Callable[[V], int] = lambda _v: 1,
+    ) -> Kind[V]:
+        """The handle through which values of kind `name` are opened, leased and dropped."""
+        return Kind(self, name, open_, close, weigh)
 
-    @contextlib.contextmanager
-    def lease(self, key: K) -> Iterator[V]:
-        """The open value of `key` (opened now if needed; whatever `open_` raises propagates)."""
-        entry = self._acquire(key)
-        try:
-            yield entry.value
-        finally:
-            self._release(entry)
+    def weight(self) -> int:
+        """What every open value weighs now."""
+        with self._lock:
+            return sum(e.kind.weigh(e.value) for e in self._items.values())
 
-    def _acquire(self, key: K) -> _Entry[V]:
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+    def _acquire(self, kind: Kind[V], name: str, lease: bool) -> _Entry:
+        key = (kind.name, name)
         with self._lock:
             entry = self._items.get(key)
-            if entry is not None:
-                self._items.move_to_end(key)
+            if entry is None:
+                # Opened under the pool lock: one key must never be opened twice (one index writer).
+                entry = _Entry(kind.open_(name), kind)
+                self._items[key] = entry
+            self._items.move_to_end(key)
+            if lease:
                 entry.users += 1
-                return entry
-            # Opened under the pool lock: two threads must not open one key twice (one index writer).
-            entry = _Entry(self._open(key), users=1)
-            self._items[key] = entry
             doomed = self._evict()
-        for value in doomed:
-            self._close(value)
+        for victim in doomed:
+            victim.kind.close(victim.value)
         return entry
 
-    def _release(self, entry: _Entry[V]) -> None:
+    def _release(self, entry: _Entry) -> None:
         with self._lock:
             entry.users -= 1
             close = entry.doomed and entry.users == 0
         if close:
-            self._close(entry.value)
+            entry.kind.close(entry.value)
 
-    def _evict(self) -> list[V]:
+    def _evict(self) -> list[_Entry]:
         """Unlink least recently used entries beyond the budget (call with the lock held)."""
-        total = sum(self._weigh(e.value) for e in self._items.values())
-        out: list[V] = []
+        total = sum(e.kind.weigh(e.value) for e in self._items.values())
+        out: list[_Entry] = []
         for key in list(self._items):
             if total <= self.budget or len(self._items) <= 1:
                 break
             entry = self._items.pop(key)
-            total -= self._weigh(entry.value)
+            total -= entry.kind.weigh(entry.value)
             if entry.users:
                 entry.doomed = True
             else:
-                out.append(entry.value)
+                out.append(entry)
         return out
 
     def trim(self) -> None:
-        """Close what is over the budget now (weights grow while values are used)."""
+        """Close what is over the budget now."""
         with self._lock:
             doomed = self._evict()
-        for value in doomed:
-            self._close(value)
+        for victim in doomed:
+            victim.kind.close(victim.value)
 
-    def drop(self, key: K) -> None:
-        """Forget `key`; its value is closed now, or by its last user."""
+    def _drop(self, key: tuple[str, str]) -> None:
         with self._lock:
             entry = self._items.pop(key, None)
             if entry is None:
@@ -105,23 +108,55 @@ class LeasePool(Generic[K, V]):
             close = entry.users == 0
             entry.doomed = not close
         if close:
-            self._close(entry.value)
+            entry.kind.close(entry.value)
 
-    def keys(self) -> list[K]:
+    def _names(self, kind: str) -> list[str]:
         with self._lock:
-            return list(self._items)
+            return [name for k, name in self._items if k == kind]
 
-    def __len__(self) -> int:
+    def close(self, kind: str | None = None) -> None:
+        """Close every value (of `kind`) not in use; leased ones close when released."""
         with self._lock:
-            return len(self._items)
-
-    def close(self) -> None:
-        """Close every value not in use; leased ones close when released."""
-        with self._lock:
-            entries = list(self._items.values())
-            self._items.clear()
-            idle = [e.value for e in entries if e.users == 0]
+            keys = [key for key in self._items if kind is None or key[0] == kind]
+            entries = [self._items.pop(key) for key in keys]
             for e in entries:
                 e.doomed = e.users > 0
-        for value in idle:
-            self._close(value)
+        for e in entries:
+            if not e.doomed:
+                e.kind.close(e.value)
+
+
+@dataclass(frozen=True)
+class Kind(Generic[V]):
+    """One kind of value in a pool: open, lease, drop by name."""
+
+    pool: LeasePool
+    name: str
+    open_: Callable[[str], V]
+    close: Callable[[V], None]
+    weigh: Callable[[V], int]
+
+    @contextlib.contextmanager
+    def lease(self, name: str) -> Iterator[V]:
+        """The open value `name`, never closed while leased (whatever `open_` raises propagates)."""
+        entry = self.pool._acquire(self, name, lease=True)
+        try:
+            yield entry.value
+        finally:
+            self.pool._release(entry)
+
+    def get(self, name: str) -> V:
+        """The open value `name`, marked as just used but not leased: for values that stay usable
+        after `close` (a dulwich repository reopens its packs)."""
+        value: V = self.pool._acquire(self, name, lease=False).value
+        return value
+
+    def drop(self, name: str) -> None:
+        """Forget `name`; its value is closed now, or by its last user."""
+        self.pool._drop((self.name, name))
+
+    def names(self) -> list[str]:
+        return self.pool._names(self.name)
+
+    def close_all(self) -> None:
+        self.pool.close(self.name)

@@ -137,6 +137,17 @@ class Folder:
                 return False
         return True
 
+    def generation_bytes(self, name: str | None) -> int:
+        """The size of generation `name`'s files (0 when unknown or gone)."""
+        if name is None:
+            return 0
+        total = 0
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self.root / name):
+                with contextlib.suppress(OSError):
+                    total += entry.stat().st_size
+        return total
+
     def new_generation(self) -> tuple[str, Path]:
         """Create an empty generation folder (not live until `publish`)."""
         name = f"gen-{secrets.token_hex(8)}"

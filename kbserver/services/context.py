@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kbserver.control import ControlStore, SqliteControlStore
 from kbserver.core.model import Limits
+from kbserver.core.pool import LeasePool
 from kbserver.services.follower import Follower, Sink, SinkDamaged
 from kbserver.services.indexing import SearchSink
 from kbserver.services.progress import Progress
@@ -30,6 +31,7 @@ class Options:
     # Follow main in this process when no other process does (False: a `kbserver worker` follows).
     follow: bool = True
     index_poll_seconds: float = 0.05  # how often the feed is looked at for other processes' commits
+    memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
 
 
 class Services:
@@ -40,10 +42,12 @@ class Services:
         self.data = data
         self.options = options or Options()
         data.mkdir(parents=True, exist_ok=True)
-        self.repos = Repos(data / "kbs", fsync=self.options.fsync)
+        # One least-recently-used pool of open repositories and indexes under the memory budget.
+        self.pool = LeasePool(self.options.memory_budget_mb * 1024 * 1024)
+        self.repos = Repos(data / "kbs", fsync=self.options.fsync, pool=self.pool)
         self.control: ControlStore = SqliteControlStore(data / "control.db")
         self.feed = Feed(data)
-        self.search_index = SearchSink(data / "index")
+        self.search_index = SearchSink(data / "index", self.pool)
         self.sinks: dict[str, Sink] = {self.search_index.name: self.search_index}
         self.sinks.update((sink.name, sink) for sink in sinks)
         self.progress = Progress(self.repos, list(self.sinks), self._read_covered)

@@ -32,9 +32,12 @@ class SearchSink:
 
     name = INDEX_SINK
 
-    def __init__(self, folder: Path, *, max_open: int = 64) -> None:
+    def __init__(self, folder: Path, pool: LeasePool | None = None) -> None:
+        """Open indexes live in `pool` (shared with the repositories, under one memory budget)."""
         self._folder = folder
-        self._pool: LeasePool[str, SearchIndex] = LeasePool(self._open, SearchIndex.close, max_open)
+        self._pool = (pool if pool is not None else LeasePool(1 << 62)).kind(
+            "index", self._open, SearchIndex.close, SearchIndex.weight
+        )
         # Set by the composition: told when a reader finds an index damaged, or missing.
         self.on_damaged: Callable[[str, str], None] = lambda _sink, _slug: None
         self.on_missing: Callable[[str], None] = lambda _slug: None
@@ -77,7 +80,7 @@ class SearchSink:
         shutil.rmtree(self._folder / slug, ignore_errors=True)
 
     def idle(self) -> None:
-        for slug in self._pool.keys():
+        for slug in self._pool.names():
             try:
                 with self._pool.lease(slug) as ix:
                     ix.merge()
@@ -85,7 +88,7 @@ class SearchSink:
                 self._damaged(slug, e)
 
     def close(self) -> None:
-        self._pool.close()
+        self._pool.close_all()
 
     # -- reading -------------------------------------------------------------------------------------
     def search(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import re
@@ -26,6 +27,7 @@ from kbserver.core.model import utc_iso
 __all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView"]
 
 MAIN = Ref(b"refs/heads/main")
+_DIGESTS = 20_000
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _TRAILER = re.compile(r"^(Kb-[A-Za-z]+): (.*)$")
 
@@ -50,21 +52,27 @@ class CommitInfo:
     trailers: dict[str, str]
 
 
-class _ObjectCache:
-    """A bounded LRU of parsed commits and trees (immutable for a given id), shared by threads."""
+def _cost(obj: ShaFile) -> int:
+    """Roughly what a parsed commit or tree holds in memory (a tree entry is ~300 bytes in Python)."""
+    return 200 + 300 * len(obj) if isinstance(obj, Tree) else 1500
 
-    def __init__(self, repo: Repo, size: int = 50_000) -> None:
+
+class _ObjectCache:
+    """An LRU of parsed commits and trees (immutable for a given id) of at most `max_bytes`."""
+
+    def __init__(self, repo: Repo, max_bytes: int = 8 * 1024 * 1024) -> None:
         self._store = repo.object_store
-        self._size = size
-        self._items: OrderedDict[bytes, ShaFile] = OrderedDict()
+        self._max_bytes = max_bytes
+        self._items: OrderedDict[bytes, tuple[ShaFile, int]] = OrderedDict()
         self._lock = threading.Lock()
+        self.bytes = 0
 
     def __call__(self, sha: bytes) -> ShaFile:
         with self._lock:
-            obj = self._items.get(sha)
-            if obj is not None:
+            item = self._items.get(sha)
+            if item is not None:
                 self._items.move_to_end(sha)
-                return obj
+                return item[0]
         obj = self._store[ObjectID(sha)]
         if obj.type_name != b"blob":
             self.remember(obj)
@@ -72,10 +80,13 @@ class _ObjectCache:
 
     def remember(self, obj: ShaFile) -> None:
         """Keep `obj` (a commit or tree the caller must not mutate afterwards)."""
+        cost = _cost(obj)
         with self._lock:
-            self._items[obj.id] = obj
-            if len(self._items) > self._size:
-                self._items.popitem(last=False)
+            old = self._items.pop(obj.id, None)
+            self.bytes += cost - (old[1] if old else 0)
+            self._items[obj.id] = (obj, cost)
+            while self.bytes > self._max_bytes and len(self._items) > 1:
+                self.bytes -= self._items.popitem(last=False)[1][1]
 
 
 class CachingStore:
@@ -180,18 +191,22 @@ class TreeView:
 class KBRepo:
     """One KB's bare repository. Thread-safe for reads; writes go through `writer.Writer`."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, cache_bytes: int = 8 * 1024 * 1024) -> None:
         self.path = path
         self.git = Repo(path)
-        self.get = _ObjectCache(self.git)
+        self.get = _ObjectCache(self.git, cache_bytes)
         self.writable = CachingStore(self.git, self.get)
-        self._digests: dict[bytes, tuple[int, str]] = {}
+        self._digests: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
         self._counts: dict[str, int] = {}
         # Versions on main (the head and its first parents, as 20-byte ids; closed under first
         # parents); main only grows, so each new head walks just the new commits.
         self._main: set[bytes] = set()
         self._main_tip: str | None = None
         self._main_lock = threading.Lock()
+
+    def weight(self) -> int:
+        """Roughly the bytes this open repository holds: its caches and dulwich's own state."""
+        return 256 * 1024 + self.get.bytes + 200 * len(self._digests) + 100 * len(self._counts)
 
     def close(self) -> None:
         self.git.close()
@@ -277,12 +292,15 @@ class KBRepo:
         return self.get(blob_id.encode()).as_raw_string()
 
     def digest(self, blob_id: bytes) -> tuple[int, str]:
-        """(size, sha256) of a blob; cached forever, since a blob id names its bytes."""
+        """(size, sha256) of a blob; the last 20,000 are cached (a blob id names its bytes)."""
         known = self._digests.get(blob_id)
         if known is None:
             data = self.get(blob_id).as_raw_string()
             known = (len(data), hashlib.sha256(data).hexdigest())
             self._digests[blob_id] = known
+            if len(self._digests) > _DIGESTS:
+                with contextlib.suppress(KeyError):  # another thread may have trimmed it first
+                    self._digests.popitem(last=False)
         return known
 
     # -- history ----------------------------------------------------------------------------------

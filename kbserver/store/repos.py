@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import threading
 from pathlib import Path
 
 from dulwich.repo import Repo
 
 from kbserver.core.errors import AlreadyExists, NotFound
+from kbserver.core.pool import LeasePool
 from kbserver.store.repo import KBRepo
 from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
 
@@ -17,14 +17,18 @@ __all__ = ["Repos"]
 
 
 class Repos:
-    """`{root}/{slug}.git` for every KB; opened lazily and kept open."""
+    """`{root}/{slug}.git` for every KB; opened lazily, kept in `pool` while recently used.
 
-    def __init__(self, root: Path, *, fsync: bool = True) -> None:
+    An evicted repository is closed, and stays usable by whoever still holds it (dulwich reopens
+    its packs); the next `get` opens a fresh one with empty caches.
+    """
+
+    def __init__(self, root: Path, *, fsync: bool = True, pool: LeasePool | None = None) -> None:
         self.root = root
         self._fsync = fsync
         root.mkdir(parents=True, exist_ok=True)
-        self._open: dict[str, tuple[KBRepo, Writer]] = {}
-        self._lock = threading.Lock()
+        self._pool = pool if pool is not None else LeasePool(1 << 62)
+        self._open = self._pool.kind("repo", self._open_repo, _close, _weigh)
 
     def path(self, slug: str) -> Path:
         return self.root / f"{slug}.git"
@@ -68,17 +72,15 @@ class Repos:
             raise AlreadyExists(f"a KB named {slug} already exists", slug=slug) from None
         return version
 
+    def _open_repo(self, slug: str) -> tuple[KBRepo, Writer]:
+        if not self.exists(slug):
+            raise NotFound(f"KB {slug} does not exist", slug=slug)
+        repo = KBRepo(str(self.path(slug)))
+        return repo, Writer(repo, fsync=self._fsync)
+
     def get(self, slug: str) -> tuple[KBRepo, Writer]:
         """The open repository and writer of `slug`. Raises NotFound."""
-        with self._lock:
-            opened = self._open.get(slug)
-            if opened is None:
-                if not self.exists(slug):
-                    raise NotFound(f"KB {slug} does not exist", slug=slug)
-                repo = KBRepo(str(self.path(slug)))
-                opened = (repo, Writer(repo, fsync=self._fsync))
-                self._open[slug] = opened
-            return opened
+        return self._open.get(slug)
 
     def repo(self, slug: str) -> KBRepo:
         return self.get(slug)[0]
@@ -90,7 +92,12 @@ class Repos:
             return recover_locks(path)
 
     def close(self) -> None:
-        with self._lock:
-            for repo, _ in self._open.values():
-                repo.close()
-            self._open.clear()
+        self._open.close_all()
+
+
+def _close(opened: tuple[KBRepo, Writer]) -> None:
+    opened[0].close()
+
+
+def _weigh(opened: tuple[KBRepo, Writer]) -> int:
+    return opened[0].weight()

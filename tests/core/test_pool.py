@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import threading
 
-from kbserver.core.pool import LeasePool
+from kbserver.core.pool import Kind, LeasePool
 
 
 class Thing:
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, weight: int = 1) -> None:
         self.key = key
+        self.weight = weight
         self.closed = False
 
 
-def make(budget: int) -> tuple[LeasePool[str, Thing], list[str]]:
+def make(budget: int) -> tuple[LeasePool, Kind[Thing], list[str]]:
     closed: list[str] = []
 
     def close(t: Thing) -> None:
@@ -21,39 +22,51 @@ def make(budget: int) -> tuple[LeasePool[str, Thing], list[str]]:
         t.closed = True
         closed.append(t.key)
 
-    return LeasePool(Thing, close, budget), closed
+    pool = LeasePool(budget)
+    return pool, pool.kind("thing", Thing, close, lambda t: t.weight), closed
 
 
 def test_least_recently_used_is_closed_past_the_budget() -> None:
-    pool, closed = make(2)
+    pool, things, closed = make(2)
     for key in ("a", "b", "a", "c"):
-        with pool.lease(key):
+        with things.lease(key):
             pass
-    assert closed == ["b"] and sorted(pool.keys()) == ["a", "c"]
+    assert closed == ["b"] and sorted(things.names()) == ["a", "c"]
     pool.close()
     assert sorted(closed) == ["a", "b", "c"]
 
 
+def test_kinds_share_one_budget_by_weight() -> None:
+    pool, things, closed = make(10)
+    heavy = pool.kind("heavy", lambda k: Thing(k, 8), lambda t: closed.append(t.key), lambda t: t.weight)
+    heavy.get("h")
+    things.get("a")
+    things.get("b")
+    assert closed == [] and pool.weight() == 10
+    things.get("c")  # 11 > 10: the least recently used, the heavy one, goes
+    assert closed == ["h"] and pool.weight() == 3
+
+
 def test_a_leased_value_is_closed_by_its_last_user() -> None:
-    pool, closed = make(1)
-    with pool.lease("a") as a:
-        with pool.lease("b"):
+    _, things, closed = make(1)
+    with things.lease("a") as a:
+        with things.lease("b"):
             assert not a.closed  # evicted but in use
         assert closed == []
-        pool.drop("b")
+        things.drop("b")
         assert closed == ["b"]
     assert closed == ["b", "a"]
-    with pool.lease("a") as again:
+    with things.lease("a") as again:
         assert again is not a and not again.closed
 
 
 def test_threads_never_use_a_closed_value() -> None:
-    pool, _ = make(3)
+    pool, things, _ = make(3)
     errors: list[str] = []
 
     def work(n: int) -> None:
         for i in range(300):
-            with pool.lease(f"k{(n + i) % 7}") as t:
+            with things.lease(f"k{(n + i) % 7}") as t:
                 if t.closed:
                     errors.append(t.key)
 
