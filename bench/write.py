@@ -3,7 +3,12 @@
 Prints a table of p50/p95 per KB size (100, 10,000, 100,000 files in nested folders) and the
 throughput of 1 vs 16 concurrent writers on one KB. Everything runs in this process's temp folder.
 
-    python bench/write.py [--sizes 100,10000,100000] [--writes 200] [--no-http]
+    python bench/write.py [--sizes 100,10000,100000] [--writes 200] [--no-http] [--follower worker]
+
+HTTP rows run against `kbserver serve` with the follower embedded (default) or, with
+`--follower worker`, with `KBSERVER_FOLLOWER=worker` and a `kbserver worker` process indexing.
+"HTTP write->searchable" is the time from sending the write to `GET /index?wait_for=` answering
+that the index covers it (the index task is done and a search finds the write).
 """
 
 from __future__ import annotations
@@ -145,23 +150,52 @@ def http_writes(url: str, slug: str, paths: list[str], n: int) -> list[float]:
         return timed(n, step)
 
 
-def start_server(data: Path) -> subprocess.Popen[bytes]:
+def http_searchable(url: str, slug: str, paths: list[str], n: int) -> list[float]:
+    """Seconds from sending a write until the index covers it, as an agent waiting for it sees."""
+    target = paths[len(paths) // 2 + 2]
+    out = []
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as c:
+        for i in range(-1, n):
+            t = time.perf_counter()
+            r = c.post(
+                f"/api/v1/kbs/{slug}/write",
+                json={"files": [{"path": target, "mode": "overwrite", "content": f"searchable {i}\n"}]},
+            )
+            r.raise_for_status()
+            w = c.get(f"/api/v1/kbs/{slug}/index", params={"wait_for": r.json()["version"], "timeout": 30})
+            if not w.json().get("covered"):
+                raise RuntimeError("the index did not cover a write within 30 s")
+            if i >= 0:
+                out.append(time.perf_counter() - t)
+    return out
+
+
+def start_server(data: Path, follower: str = "embedded") -> subprocess.Popen[bytes]:
     import socket
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "KBSERVER_ADMIN_TOKEN": TOKEN,
+        "KBSERVER_SAMPLE": "false",
+        "KBSERVER_LOG_LEVEL": "WARNING",
+        "KBSERVER_FOLLOWER": follower,
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "kbserver.cli", "serve", "--data", str(data), "--port", str(port)],
-        env={
-            **os.environ,
-            "KBSERVER_ADMIN_TOKEN": TOKEN,
-            "KBSERVER_SAMPLE": "false",
-            "KBSERVER_LOG_LEVEL": "WARNING",
-        },
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    if follower == "worker":
+        proc.worker = subprocess.Popen(  # type: ignore[attr-defined]
+            [sys.executable, "-m", "kbserver.cli", "worker", "--data", str(data)],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     proc.url = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     for _ in range(600):
         try:
@@ -210,6 +244,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,10000,100000")
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--no-http", action="store_true")
+    parser.add_argument("--follower", choices=["embedded", "worker"], default="embedded")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="kbbench-"))
@@ -231,26 +266,25 @@ def main() -> None:
             rows.append((size, "C git plumbing (bare)", pl))
         services.close()
         if not args.no_http:
-            server = start_server(data)
+            server = start_server(data, args.follower)
+            url: str = server.url  # type: ignore[attr-defined]
             try:
                 for size in sizes:
                     rows.append(
-                        (
-                            size,
-                            "kbserver HTTP",
-                            http_writes(
-                                server.url,
-                                f"kb{size}",
-                                layout(size),  # type: ignore[attr-defined]
-                                args.writes,
-                            ),
-                        )
+                        (size, "kbserver HTTP", http_writes(url, f"kb{size}", layout(size), args.writes))
                     )
+                    searchable = http_searchable(url, f"kb{size}", layout(size), 50)
+                    rows.append((size, "kbserver HTTP write->searchable", searchable))
             finally:
                 server.terminate()
                 server.wait()
+                worker = getattr(server, "worker", None)
+                if worker is not None:
+                    worker.terminate()
+                    worker.wait()
         print(
-            f"\none-file writes, fsync on ({args.writes} service/HTTP writes, <=100 C git commits per row)\n"
+            f"\none-file writes, fsync on ({args.writes} service/HTTP writes, <=100 C git commits per row), "
+            f"follower {args.follower}\n"
         )
         print(f"{'files':>8} | {'what':<30} | {'p50 ms':>8} | {'p95 ms':>8} | {'p50 / C git plumbing':>20}")
         print("-" * 88)
@@ -274,7 +308,7 @@ def main() -> None:
         repo = services.repos.repo(f"kb{sizes[0]}")
         versions = len(list(repo.first_parents(repo.head() or "")))
         services.close()
-        expected = 1 + 20 + args.writes + (0 if args.no_http else args.writes + 1) + 3 * (160 + 160)
+        expected = 1 + 20 + args.writes + (0 if args.no_http else args.writes + 1 + 51) + 3 * (160 + 160)
         print(f"\nthroughput on one KB ({sizes[0]} files), 3 rounds of 160 writes each way:")
         for single, many in rounds:
             ratio = many / single
