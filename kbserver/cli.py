@@ -80,7 +80,9 @@ def _services(args: argparse.Namespace) -> tuple[Settings, Services]:
 def _listen(host: str, port: int) -> socket.socket:
     """Bind and listen before anything else happens, so a busy port fails first and changes nothing."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family=family)
+    # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on accepted sockets whose proto says TCP.
+    # Without it every response (headers, then body) waited ~40 ms for a delayed ACK (Nagle).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
