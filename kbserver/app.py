@@ -23,6 +23,7 @@ from kbserver.mcp import mount_mcp
 from kbserver.services import Services
 from kbserver.services import kbs as kbs_service
 from kbserver.services.auth import ADMIN
+from kbserver.web import admin_app
 
 __all__ = ["bootstrap", "create_app", "sample_folder"]
 
@@ -95,6 +96,7 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Mount("/api/v1", routes=api_routes()),
         Mount("/git", app=git_app(svc, token, git=shutil.which("git"))),
+        Mount("/admin", app=admin_app(svc, token)),
         mcp_route,
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -121,8 +121,7 @@ def _serve(args: argparse.Namespace) -> int:
                 await super().startup(sockets)
                 if self.started:  # the address is reported only once the server answers on it
                     print(f"kbserver {__version__} on {base}")
-                    # The admin URL is the API's, described by /openapi.json.
-                    print(f"admin URL: {base}/api/v1 (API description: /openapi.json)")
+                    print(f"admin URL: {base}/admin (HTTP API: {base}/api/v1, described by /openapi.json)")
                     print(f"admin token: {token}", flush=True)
 
         config = uvicorn.Config(app, access_log=False, log_level="warning")

@@ -1,0 +1,71 @@
+"""Agents: create (its token shown once), rotate a token, delete, and links with a permission per KB."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kbserver.services import agents, kbs
+from kbserver.services.auth import ADMIN
+from kbserver.web.page import admin_form, attr, call, render, see_other, services_of
+from kbserver.web.session import require_admin
+
+__all__ = ["agents_page", "create", "delete", "link", "rotate", "unlink"]
+
+PERMISSIONS = ("read", "read_write", "read_write_ask")
+
+
+async def agents_page(request: Request) -> Response:
+    require_admin(request)
+    services = services_of(request)
+    listing = await call(agents.listing, services, ADMIN)
+    slugs = [attr(kb, "slug") for kb in await call(kbs.visible, services, ADMIN)]
+    return render(
+        request,
+        "agents.html",
+        agents=attr(listing, "agents"),
+        slugs=slugs,
+        tool_sets=agents.TOOL_SETS,
+        permissions=PERMISSIONS,
+    )
+
+
+async def create(request: Request) -> Response:
+    form = await admin_form(request)
+    tools = [t.strip() for t in form.get("tools", "context").split(",") if t.strip()]
+    agent, token = await call(
+        agents.create,
+        services_of(request),
+        ADMIN,
+        form.get("name", "").strip(),
+        form.get("parent", "").strip() or None,
+        tools or ["context"],
+        form.get("auto_record") == "on",
+    )
+    return render(request, "token.html", 201, agent=agent, token=token, created=True)
+
+
+async def rotate(request: Request) -> Response:
+    await admin_form(request)
+    agent, token = await call(agents.rotate, services_of(request), ADMIN, str(request.path_params["name"]))
+    return render(request, "token.html", agent=agent, token=token, created=False)
+
+
+async def delete(request: Request) -> Response:
+    await admin_form(request)
+    await call(agents.delete, services_of(request), ADMIN, str(request.path_params["name"]))
+    return see_other("/admin/agents")
+
+
+async def link(request: Request) -> Response:
+    form = await admin_form(request)
+    name = str(request.path_params["name"])
+    await call(agents.link, services_of(request), ADMIN, name, form.get("kb", ""), form.get("permission", ""))
+    return see_other("/admin/agents")
+
+
+async def unlink(request: Request) -> Response:
+    await admin_form(request)
+    p = request.path_params
+    await call(agents.unlink, services_of(request), ADMIN, str(p["name"]), str(p["slug"]))
+    return see_other("/admin/agents")

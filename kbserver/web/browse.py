@@ -1,0 +1,88 @@
+"""Browsing pages: the KB list, a KB's files with its README, one file, search."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kbserver.services import files, kbs, review, search, versions
+from kbserver.services.auth import ADMIN
+from kbserver.web.page import attr, call, render, services_of
+from kbserver.web.session import require_admin
+
+__all__ = ["file_page", "files_page", "kb_list", "search_page"]
+
+
+async def kb_list(request: Request) -> Response:
+    require_admin(request)
+    rows = await call(review.overview, services_of(request), ADMIN)
+    return render(request, "kbs.html", kbs=rows)
+
+
+@dataclass
+class _Folder:
+    name: str
+    path: str
+    folders: dict[str, _Folder] = field(default_factory=dict)
+    files: list[dict[str, object]] = field(default_factory=list)
+
+
+def _tree(entries: list[dict[str, object]]) -> _Folder:
+    root = _Folder("", "")
+    for entry in entries:
+        parts = str(entry["path"]).split("/")
+        node = root
+        for part in parts[:-1]:
+            node = node.folders.setdefault(part, _Folder(part, f"{node.path}{part}/"))
+        node.files.append({**entry, "name": parts[-1]})
+    return root
+
+
+def _slug(request: Request) -> str:
+    return str(request.path_params["slug"])
+
+
+async def files_page(request: Request) -> Response:
+    require_admin(request)
+    slug, services = _slug(request), services_of(request)
+    kb = await call(kbs.describe, services, ADMIN, slug)
+    listing = await call(files.listing, services, ADMIN, slug)
+    entries = [{"path": attr(f, "path"), "size": attr(f, "size")} for f in attr(listing, "files")]
+    readme = None
+    if any(e["path"] == "README.md" for e in entries):
+        readme = attr(await call(files.read, services, ADMIN, slug, "README.md"), "content")
+    return render(request, "files.html", slug=slug, kb=kb, tree=_tree(entries), readme=readme)
+
+
+async def file_page(request: Request) -> Response:
+    require_admin(request)
+    slug, services = _slug(request), services_of(request)
+    path = str(request.path_params["path"])
+    version = request.query_params.get("version") or None
+    found = await call(files.read, services, ADMIN, slug, path, version)
+    head = attr(await call(kbs.describe, services, ADMIN, slug), "head")
+    history = await call(versions.listing, services, ADMIN, slug, path, 20)
+    folder = path.rsplit("/", 1)[0] if "/" in path else ""
+    return render(
+        request,
+        "file.html",
+        slug=slug,
+        path=path,
+        file=found,
+        at_head=attr(found, "version") == head,
+        head=head,
+        history=history,
+        folder=folder,
+        is_markdown=path.lower().endswith((".md", ".markdown")),
+    )
+
+
+async def search_page(request: Request) -> Response:
+    require_admin(request)
+    slug, services = _slug(request), services_of(request)
+    await call(kbs.describe, services, ADMIN, slug)
+    q = request.query_params.get("q", "").strip()
+    found = await call(search.query, services, ADMIN, slug, q, 20) if q else None
+    return render(request, "search.html", slug=slug, q=q, found=found)

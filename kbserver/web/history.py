@@ -1,0 +1,80 @@
+"""Versions: the list with its labels and filters, one version's diff, a comparison, Revert."""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlencode
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kbserver.core.errors import InvalidRequest
+from kbserver.services import kbs, review, versions
+from kbserver.services.auth import ADMIN
+from kbserver.web.page import KINDS, admin_form, attr, call, render, see_other, services_of
+from kbserver.web.session import require_admin
+
+__all__ = ["compare_form", "revert", "version_page", "versions_page"]
+
+PAGE = 30
+
+
+def _slug(request: Request) -> str:
+    return str(request.path_params["slug"])
+
+
+async def versions_page(request: Request) -> Response:
+    require_admin(request)
+    slug, services = _slug(request), services_of(request)
+    q = request.query_params
+    path, author, kind = q.get("path", "").strip(), q.get("author", "").strip(), q.get("kind", "")
+    cursor = q.get("cursor") or None
+    if kind and kind not in KINDS:
+        raise InvalidRequest(f"kind must be one of {', '.join(KINDS)}", kind=kind)
+    await call(kbs.describe, services, ADMIN, slug)
+    page = await call(
+        review.history, services, ADMIN, slug, path or None, author or None, kind or None, PAGE, cursor
+    )
+    filters = {k: v for k, v in (("path", path), ("author", author), ("kind", kind)) if v}
+    older = None
+    if attr(page, "next_cursor"):
+        older = f"/admin/kbs/{slug}/versions?" + urlencode({**filters, "cursor": attr(page, "next_cursor")})
+    return render(
+        request,
+        "versions.html",
+        slug=slug,
+        page=page,
+        path=path,
+        author=author,
+        kind=kind,
+        older=older,
+        first=cursor is None,
+    )
+
+
+async def version_page(request: Request) -> Response:
+    require_admin(request)
+    slug, services = _slug(request), services_of(request)
+    version = str(request.path_params["version"])
+    if "..." in version:
+        a, _, b = version.partition("...")
+        compared = await call(review.compare, services, ADMIN, slug, a, b)
+        return render(request, "compare.html", slug=slug, compared=compared)
+    found = await call(versions.get, services, ADMIN, slug, version)
+    head = attr(await call(kbs.describe, services, ADMIN, slug), "head")
+    return render(request, "version.html", slug=slug, v=found, head=head, error=None)
+
+
+async def compare_form(request: Request) -> Response:
+    """The compare form's answer: the page of `a...b` (which checks both versions)."""
+    require_admin(request)
+    q = request.query_params
+    a, b = q.get("a", "").strip(), q.get("b", "").strip()
+    return see_other(f"/admin/kbs/{_slug(request)}/versions/{quote(a, safe='')}...{quote(b, safe='')}")
+
+
+async def revert(request: Request) -> Response:
+    form = await admin_form(request)
+    slug, services = _slug(request), services_of(request)
+    version = str(request.path_params["version"])
+    result = await call(versions.revert, services, ADMIN, slug, version, form.get("message") or None)
+    return see_other(f"/admin/kbs/{slug}/versions/{result.version}")

@@ -1,0 +1,46 @@
+"""The login and logout pages: the admin token in a field labelled Token, one message for every failure."""
+
+from __future__ import annotations
+
+import logging
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kbserver.web.page import admin_form, login_form, render, see_other
+from kbserver.web.session import LoginLimiter, log_in, log_out, matches, safe_next
+
+__all__ = ["login", "login_page", "logout"]
+
+log = logging.getLogger("kbserver.web")
+
+FAILED = "That token is not the admin token, or there were too many attempts; wait a moment and retry."
+
+
+def _address(request: Request) -> str:
+    return request.client.host if request.client else "unknown"
+
+
+async def login_page(request: Request) -> Response:
+    return render(request, "login.html", next=safe_next(request.query_params.get("next")), error=None)
+
+
+async def login(request: Request) -> Response:
+    form = await login_form(request)
+    next_url = safe_next(form.get("next"))
+    limiter: LoginLimiter = request.app.state.login_limiter
+    address = _address(request)
+    token = form.get("token", "").strip()
+    if not limiter.blocked(address) and token and matches(token, request.app.state.admin_token):
+        limiter.succeeded(address)
+        log_in(request, request.app.state.session_seconds)
+        return see_other(next_url)
+    await limiter.failed(address)
+    log.warning("failed admin login from %s", address)  # never the token
+    return render(request, "login.html", 401, next=next_url, error=FAILED)
+
+
+async def logout(request: Request) -> Response:
+    await admin_form(request)
+    log_out(request)
+    return see_other("/admin/login")

@@ -1,0 +1,153 @@
+"""What every admin page shares: templates, the form body, the session guard, calling a service."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+from urllib.parse import parse_qsl, quote
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+from markupsafe import Markup
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse
+
+from kbserver.core.errors import InvalidRequest, TooLarge
+from kbserver.services import Services
+from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown
+from kbserver.web.session import check_csrf, csrf_token, require_admin
+
+__all__ = [
+    "KINDS",
+    "LABELS",
+    "MAX_FORM_BYTES",
+    "admin_form",
+    "attr",
+    "call",
+    "file_url",
+    "login_form",
+    "render",
+    "see_other",
+    "services_of",
+]
+
+T = TypeVar("T")
+
+MAX_FORM_BYTES = 2 * 1024 * 1024  # a 256 KiB file typed into a textarea, several times over
+_MAX_FIELDS = 50
+
+LABELS = {
+    "agent_write": "agent write",
+    "approval": "approval",
+    "revert": "revert",
+    "human_edit": "human edit",
+    "create": "create",
+}
+KINDS = tuple(LABELS)
+
+
+def file_url(slug: str, path: str) -> str:
+    return f"/admin/kbs/{slug}/files/{quote(path)}"
+
+
+def _short(version: object) -> str:
+    return str(version)[:12] if version else "none"
+
+
+def attr(item: Any, name: str) -> Any:
+    """`item.name` of a service result, whether the service answers a dict or a pydantic model."""
+    return item[name] if isinstance(item, dict) else getattr(item, name)
+
+
+def _diff_files(entries: Any) -> list[DiffFile]:
+    return [parse_patch(attr(e, "path"), attr(e, "change"), attr(e, "patch")) for e in entries]
+
+
+def _env() -> Environment:
+    env = Environment(
+        loader=PackageLoader("kbserver.web", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        short=_short,
+        label=lambda kind: LABELS.get(str(kind), str(kind).replace("_", " ")),
+        snippet=highlight_snippet,
+        diff=_diff_files,
+    )
+    env.globals.update(file_url=file_url, markdown=render_markdown, quote=quote, kinds=KINDS, labels=LABELS)
+    return env
+
+
+_ENV = _env()
+
+
+def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
+    """The page `template` with `context`, plus what base.html needs (CSRF field, login state)."""
+    has_session = "session" in request.scope  # not on the last-resort 500 page, outside the middleware
+    token = csrf_token(request) if has_session else ""
+    context.setdefault("slug", None)
+    html = _ENV.get_template(template).render(
+        csrf=token,
+        csrf_input=Markup('<input type="hidden" name="csrf" value="{}">').format(token),
+        logged_in=has_session and "sid" in request.session,
+        **context,
+    )
+    return HTMLResponse(html, status_code=status)
+
+
+def see_other(url: str) -> RedirectResponse:
+    return RedirectResponse(url, status_code=303)
+
+
+def services_of(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
+async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a (blocking) service function in the thread pool."""
+    return await run_in_threadpool(fn, *args, **kwargs)
+
+
+async def _form(request: Request) -> dict[str, str]:
+    """The url-encoded form body (read up to MAX_FORM_BYTES). Raises TooLarge, InvalidRequest."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_FORM_BYTES:
+            raise TooLarge(f"the form is over {MAX_FORM_BYTES} bytes")
+        chunks.append(chunk)
+    try:
+        text = b"".join(chunks).decode("utf-8")
+        pairs = parse_qsl(text, keep_blank_values=True, max_num_fields=_MAX_FIELDS, errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise InvalidRequest("the form could not be read; reload the page and retry") from None
+    out: dict[str, str] = {}
+    for key, value in pairs:
+        if key in out:
+            raise InvalidRequest(f"form field {key} is given more than once")
+        out[key] = value
+    return out
+
+
+async def admin_form(request: Request) -> dict[str, str]:
+    """The form of a state-changing POST from a logged-in admin with this session's CSRF token.
+
+    Raises LoginRequired (no session), Forbidden (no or another session's CSRF token), TooLarge,
+    InvalidRequest; nothing has changed when it raises.
+    """
+    require_admin(request)
+    form = await _form(request)
+    check_csrf(request, form.get("csrf"))
+    return form
+
+
+async def login_form(request: Request) -> dict[str, str]:
+    """The login form (CSRF-checked against the visitor's pre-login session)."""
+    form = await _form(request)
+    check_csrf(request, form.get("csrf"))
+    return form

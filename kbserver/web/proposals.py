@@ -1,0 +1,64 @@
+"""Proposals of cautious agents: approval cards with their diff and staleness, Approve and Reject."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from kbserver.core.errors import KBError
+from kbserver.services import kbs, proposals
+from kbserver.services.auth import ADMIN
+from kbserver.web.page import admin_form, attr, call, render, see_other, services_of
+from kbserver.web.session import require_admin
+
+__all__ = ["approve", "proposals_page", "reject"]
+
+
+def _slug(request: Request) -> str:
+    return str(request.path_params["slug"])
+
+
+async def _page(
+    request: Request, status: int = 200, error: KBError | None = None, failed: str = ""
+) -> Response:
+    slug, services = _slug(request), services_of(request)
+    head = attr(await call(kbs.describe, services, ADMIN, slug), "head")
+    pending = await call(proposals.listing, services, ADMIN, slug, "pending")
+    decided = await call(proposals.listing, services, ADMIN, slug, None)
+    recent = [p for p in attr(decided, "proposals") if attr(p, "status") != "pending"][:20]
+    return render(
+        request,
+        "proposals.html",
+        status,
+        slug=slug,
+        head=head,
+        pending=attr(pending, "proposals"),
+        recent=recent,
+        error=error,
+        failed=failed,
+    )
+
+
+async def proposals_page(request: Request) -> Response:
+    require_admin(request)
+    return await _page(request)
+
+
+async def approve(request: Request) -> Response:
+    await admin_form(request)
+    slug, pid = _slug(request), str(request.path_params["proposal"])
+    try:
+        result = await call(proposals.approve, services_of(request), ADMIN, slug, pid)
+    except KBError as err:
+        if err.status == 404:
+            raise
+        return await _page(request, err.status, err, pid)
+    return see_other(f"/admin/kbs/{slug}/versions/{attr(result, 'version')}")
+
+
+async def reject(request: Request) -> Response:
+    form = await admin_form(request)
+    slug, pid = _slug(request), str(request.path_params["proposal"])
+    reason = form.get("reason", "").strip() or None
+    await call(proposals.reject, services_of(request), ADMIN, slug, pid, reason)
+    return see_other(f"/admin/kbs/{slug}/proposals")

@@ -1,0 +1,290 @@
+"""The admin over plain HTTP: redirects without a session, status codes, 404 pages, CSRF, headers."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from starlette.applications import Starlette
+from starlette.routing import Mount
+from starlette.testclient import TestClient
+
+from kbserver.config import Settings
+from kbserver.core.model import Create, WriteRequest
+from kbserver.services import Services, writes
+from kbserver.services.auth import caller_for
+from kbserver.web import admin_app
+from kbserver.web.inbox import SHOWN
+from tests.helpers import ADMIN_TOKEN, make_agent, state
+from tests.web.session import csrf_of, log_in
+
+PAGES = [
+    "/admin/",
+    "/admin/agents",
+    "/admin/kbs/notes",
+    "/admin/kbs/notes/files/README.md",
+    "/admin/kbs/notes/search?q=x",
+    "/admin/kbs/notes/edit/README.md",
+    "/admin/kbs/notes/new?folder=a/",
+    "/admin/kbs/notes/delete/README.md",
+    "/admin/kbs/notes/versions",
+    "/admin/kbs/notes/versions/{head}",
+    "/admin/kbs/notes/versions/{head}...{head}",
+    "/admin/kbs/notes/review",
+    "/admin/kbs/notes/proposals",
+]
+POSTS = [
+    "/admin/logout",
+    "/admin/agents",
+    "/admin/agents/bob/token",
+    "/admin/agents/bob/delete",
+    "/admin/agents/bob/links",
+    "/admin/agents/bob/links/notes/delete",
+    "/admin/kbs/notes/publish",
+    "/admin/kbs/notes/delete",
+    "/admin/kbs/notes/versions/{head}/revert",
+    "/admin/kbs/notes/versions/{head}/undo",
+    "/admin/kbs/notes/review",
+    "/admin/kbs/notes/proposals/prop_x/approve",
+    "/admin/kbs/notes/proposals/prop_x/reject",
+]
+
+
+def _head(services: Services, kb: str) -> str:
+    head = services.repos.repo(kb).head()
+    assert head
+    return head
+
+
+def test_every_page_without_a_session_goes_to_login_and_back(
+    client: TestClient, services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    head = _head(services, kb)
+    before = state(services, kb), services.control.agent("bob")
+    for url in [u.format(head=head) for u in PAGES]:
+        r = client.get(url, follow_redirects=False)
+        assert r.status_code == 303, url
+        assert r.headers["location"].startswith("/admin/login?next=/admin"), url
+    for url in [u.format(head=head) for u in POSTS]:
+        r = client.post(url, data={"path": "README.md", "content": "x"}, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"].startswith("/admin/login"), url
+    assert (state(services, kb), services.control.agent("bob")) == before
+    # After login, the login page sends the browser back where it was going.
+    page = client.get("/admin/login?next=/admin/kbs/notes/versions")
+    assert 'value="/admin/kbs/notes/versions"' in page.text
+    r = client.post(
+        "/admin/login",
+        data={"csrf": csrf_of(page.text), "token": ADMIN_TOKEN, "next": "/admin/kbs/notes/versions"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/admin/kbs/notes/versions"
+    for url in [u.format(head=head) for u in PAGES]:
+        r = client.get(url, follow_redirects=False)
+        assert r.status_code == 200, (url, r.text[:500])
+        assert r.headers["content-type"].startswith("text/html")
+    assert client.get("/admin", follow_redirects=True).url.path == "/admin/"
+    compared = client.get(f"/admin/kbs/notes/compare?a={head}&b={head}")
+    assert compared.status_code == 200 and compared.url.path == f"/admin/kbs/notes/versions/{head}...{head}"
+    assert client.get("/admin/kbs/notes/compare?a=x&b=zz").status_code == 400
+
+
+def test_login_cookie_failures_and_logout(client: TestClient, services: Services, kb: str) -> None:
+    page = client.get("/admin/login")
+    assert page.status_code == 200 and re.search(r'<label for="token">Token</label>', page.text)
+    csrf = csrf_of(page.text)
+    messages = set()
+    for token in ("wrong", "", make_agent(services, "bob", {kb: "read"})["Authorization"][7:]):
+        r = client.post("/admin/login", data={"csrf": csrf, "token": token}, follow_redirects=False)
+        assert r.status_code == 401
+        messages.add(re.search(r'<p class="error" role="alert">(.*?)</p>', r.text).group(1))  # type: ignore[union-attr]
+        assert token not in r.text or not token
+    assert len(messages) == 1  # one message for every failure
+    assert client.post("/admin/login", data={"token": ADMIN_TOKEN}).status_code == 403  # no CSRF
+    r = client.post("/admin/login", data={"csrf": csrf, "token": ADMIN_TOKEN}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/admin/"
+    cookie = r.headers["set-cookie"]
+    for flag in ("httponly", "samesite=strict", "max-age=43200", "path=/admin"):
+        assert flag in cookie.lower(), cookie
+    assert ADMIN_TOKEN not in cookie
+    stolen = client.cookies.get("kbserver_admin")
+    csrf = csrf_of(client.get("/admin/").text)
+    r = client.post("/admin/logout", data={"csrf": csrf}, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/admin/login"
+    assert client.get("/admin/", follow_redirects=False).status_code == 303
+    client.cookies.set("kbserver_admin", stolen or "", path="/admin")  # a copied cookie died with Logout
+    assert client.get("/admin/", follow_redirects=False).status_code == 303
+
+
+def test_next_never_leaves_the_admin(client: TestClient) -> None:
+    for bad in ("https://evil.example/", "//evil.example/admin", "/api/v1/kbs", "/admin\\@evil"):
+        page = client.get("/admin/login", params={"next": bad})
+        r = client.post(
+            "/admin/login",
+            data={"csrf": csrf_of(page.text), "token": ADMIN_TOKEN, "next": bad},
+            follow_redirects=False,
+        )
+        assert r.headers["location"] == "/admin/", bad
+        client.cookies.clear()
+
+
+def test_login_attempts_are_limited_per_address(client: TestClient) -> None:
+    from kbserver.web.session import LoginLimiter
+
+    admin_app = next(r.app for r in client.app.routes if getattr(r, "path", "") == "/admin")  # type: ignore[attr-defined]
+    admin_app.state.login_limiter = LoginLimiter(cap=2, step=0.0)
+    csrf = csrf_of(client.get("/admin/login").text)
+    for _ in range(2):
+        assert client.post("/admin/login", data={"csrf": csrf, "token": "guess"}).status_code == 401
+    # Past the cap even the right token is refused, with the same message, until the window passes.
+    r = client.post("/admin/login", data={"csrf": csrf, "token": ADMIN_TOKEN}, follow_redirects=False)
+    assert r.status_code == 401 and "too many attempts" in r.text
+
+
+def test_security_headers(web: tuple[TestClient, str], kb: str) -> None:
+    client, _ = web
+    for url in ("/admin/login", "/admin/", "/admin/kbs/notes", "/admin/kbs/nope", "/admin/no/such/page"):
+        r = client.get(url)
+        csp = r.headers["content-security-policy"]
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp and "script-src" not in csp
+        assert r.headers["x-content-type-options"] == "nosniff"
+        assert r.headers["referrer-policy"] == "same-origin"
+        assert "<script" not in r.text
+    css = client.get("/admin/static/admin.css")
+    assert css.status_code == 200 and css.headers["content-type"].startswith("text/css")
+
+
+def test_unknown_kbs_versions_paths_are_404_pages(
+    web: tuple[TestClient, str], services: Services, kb: str
+) -> None:
+    client, csrf = web
+    head = _head(services, kb)
+    for url, status in (
+        ("/admin/kbs/nope", 404),
+        ("/admin/kbs/nope/versions", 404),
+        ("/admin/kbs/nope/review", 404),
+        ("/admin/kbs/nope/proposals", 404),
+        ("/admin/kbs/nope/search?q=x", 404),
+        ("/admin/kbs/nope/new", 404),
+        ("/admin/kbs/nope/files/README.md", 404),
+        ("/admin/kbs/notes/files/missing.md", 404),
+        ("/admin/kbs/notes/edit/missing.md", 404),
+        ("/admin/kbs/notes/delete/missing.md", 404),
+        (f"/admin/kbs/notes/files/README.md?version={'0' * 40}", 404),
+        (f"/admin/kbs/notes/versions/{'0' * 40}", 404),
+        (f"/admin/kbs/notes/versions/{'0' * 40}...{head}", 404),
+        ("/admin/kbs/notes/versions/abc", 400),
+        ("/admin/kbs/notes/versions/abc...def", 400),
+        ("/admin/kbs/notes/versions?kind=bogus", 400),
+        ("/admin/kbs/notes/versions?cursor=zz", 400),
+        ("/admin/kbs/notes/versions?path=../x", 400),
+        ("/admin/kbs/notes/files/../README.md", 404),
+        ("/admin/kbs/notes/files/a//b", 400),
+        ("/admin/kbs/notes/files/README.md?version=zz", 400),
+        ("/admin/kbs/Bad%20Slug", 404),
+        ("/admin/nothing-here", 404),
+    ):
+        r = client.get(url)
+        assert r.status_code == status, (url, r.status_code, r.text[:300])
+        assert r.headers["content-type"].startswith("text/html"), url
+    for url, data, status in (
+        (f"/admin/kbs/nope/versions/{head}/revert", {}, 404),
+        (f"/admin/kbs/notes/versions/{'0' * 40}/undo", {}, 404),
+        ("/admin/kbs/notes/proposals/prop_nope/approve", {}, 404),
+        ("/admin/kbs/notes/proposals/prop_nope/reject", {}, 404),
+        ("/admin/agents/nobody/token", {}, 404),
+        ("/admin/agents/nobody/delete", {}, 404),
+        ("/admin/kbs/notes/review", {"version": "abc"}, 400),
+        ("/admin/kbs/notes/publish", {"path": "../x", "content": "x"}, 400),
+        ("/admin/kbs/notes/publish", {"path": "README.md", "content": "x", "expected_sha256": "zz"}, 400),
+        ("/admin/kbs/notes/delete", {"path": "missing.md"}, 404),
+        ("/admin/agents", {"name": "Bad Name"}, 400),
+    ):
+        before = state(services, kb)
+        r = client.post(url, data={"csrf": csrf, **data}, follow_redirects=False)
+        assert r.status_code == status, (url, data, r.status_code, r.text[:300])
+        assert state(services, kb) == before
+    r = client.put("/admin/kbs/notes")
+    assert r.status_code == 405
+
+
+def test_post_without_or_with_another_sessions_csrf_changes_nothing(
+    client: TestClient, services: Services, kb: str
+) -> None:
+    other = TestClient(client.app)
+    theirs = log_in(other)
+    log_in(client)
+    head = _head(services, kb)
+    before = state(services, kb)
+    found = client.get("/admin/kbs/notes/edit/README.md").text
+    expected = re.search(r'name="expected_sha256" value="([0-9a-f]{64})"', found).group(1)  # type: ignore[union-attr]
+    form = {"path": "README.md", "content": "defaced", "expected_sha256": expected}
+    for data in (form, {**form, "csrf": ""}, {**form, "csrf": theirs}, {**form, "csrf": "x" * 43}):
+        r = client.post("/admin/kbs/notes/publish", data=data, follow_redirects=False)
+        assert r.status_code == 403, data
+        assert "reload the page" in r.text
+    for url in (f"/admin/kbs/notes/versions/{head}/revert", "/admin/agents"):
+        assert client.post(url, data={"name": "mallory"}, follow_redirects=False).status_code == 403
+    assert state(services, kb) == before and services.control.agent("mallory") is None
+    other.close()
+
+
+def test_a_human_edit_through_the_form(web: tuple[TestClient, str], services: Services, kb: str) -> None:
+    client, csrf = web
+    page = client.get("/admin/kbs/notes/edit/README.md").text
+    expected = re.search(r'name="expected_sha256" value="([0-9a-f]{64})"', page).group(1)  # type: ignore[union-attr]
+    r = client.post(
+        "/admin/kbs/notes/publish",
+        data={
+            "csrf": csrf,
+            "path": "README.md",
+            "content": "# notes\r\nby hand\r\n",
+            "expected_sha256": expected,
+        },
+        follow_redirects=False,
+    )
+    assert r.status_code == 303
+    version = r.headers["location"].rsplit("/", 1)[1]
+    page = client.get(r.headers["location"])
+    assert "human edit" in page.text
+    content = services.repos.repo(kb).view(version).read("README.md")
+    assert content == b"# notes\nby hand\n"  # the browser's CRLF became the file's LF
+    # The same form again (the page's sha256 is now stale): a conflict page that keeps the typed text.
+    before = state(services, kb)
+    typed = "typed <b>again</b>\r\n"
+    r = client.post(
+        "/admin/kbs/notes/publish",
+        data={"csrf": csrf, "path": "README.md", "content": typed, "expected_sha256": expected},
+    )
+    assert r.status_code == 409 and "typed &lt;b&gt;again&lt;/b&gt;\n</textarea>" in r.text
+    assert "by hand" in r.text and state(services, kb) == before
+
+
+def test_a_session_expires(settings: Settings, services: Services, kb: str) -> None:
+    app = Starlette(routes=[Mount("/admin", app=admin_app(services, ADMIN_TOKEN, session_seconds=1))])
+    with TestClient(app) as client:
+        log_in(client)
+        assert client.get("/admin/kbs/notes", follow_redirects=False).status_code == 200
+        time.sleep(2.1)  # past the session's lifetime (whole seconds in the signed cookie)
+        r = client.get("/admin/kbs/notes", follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/admin/login?next=/admin/kbs/notes"
+
+
+def test_a_long_review_goes_page_by_page(
+    web: tuple[TestClient, str], services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    client, csrf = web
+    bob = caller_for(services, "bob")
+    made = []
+    for i in range(SHOWN + 2):
+        change = Create(mode="create", path=f"n/{i}.md", content=f"note {i}\n")
+        made.append(writes.submit(services, bob, kb, WriteRequest(files=[change])).version)  # type: ignore[union-attr]
+    page = client.get("/admin/kbs/notes/review").text
+    assert page.count('<article class="write"') == SHOWN and "the 50 oldest" in page
+    up_to = re.search(r'name="version" value="([0-9a-f]{40})"', page).group(1)  # type: ignore[union-attr]
+    assert up_to == made[SHOWN - 1]  # the newest write shown, not the head
+    r = client.post("/admin/kbs/notes/review", data={"csrf": csrf, "version": up_to}, follow_redirects=False)
+    assert r.status_code == 303
+    page = client.get("/admin/kbs/notes/review").text
+    assert page.count('<article class="write"') == 2
+    up_to = re.search(r'name="version" value="([0-9a-f]{40})"', page).group(1)  # type: ignore[union-attr]
+    assert up_to == made[-1]
