@@ -67,10 +67,10 @@ def test_no_url_makes_a_5xx(web: tuple[TestClient, str], kb: str, page: str, val
 
 @pytest.fixture
 def unindexed(settings: Settings) -> Iterator[tuple[TestClient, str, Services]]:
-    """A logged-in client on services without the search index: Hypothesis seeds the global `random`
+    """A logged-in client on services that do not follow main into the index: Hypothesis seeds `random`
     alike for every example, and Whoosh names its segments with it, so examples that write would make
     the index reuse a segment name (an assertion inside Whoosh), which is not what this test is about."""
-    svc = Services(settings.data, replace(settings.options(), index=False))
+    svc = Services(settings.data, replace(settings.options(), follow=False))
     kbs.create(svc, ADMIN, "notes", "Team notes")
     with TestClient(create_app(settings, svc), raise_server_exceptions=False) as client:
         yield client, log_in(client), svc
