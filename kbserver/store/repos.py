@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 from dulwich.repo import Repo
@@ -45,31 +46,36 @@ class Repos:
         Raises AlreadyExists when the repository is there already.
         """
         path = self.path(slug)
-        tmp = self.root / f".{slug}.git.creating"
         if path.exists():
             raise AlreadyExists(f"a KB named {slug} already exists", slug=slug)
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
+        # A folder of its own per attempt: two creates of one slug must never share a half-made repo.
+        tmp = Path(tempfile.mkdtemp(prefix=f".{slug}.git.creating-", dir=self.root))
+        tmp.chmod(0o755)  # mkdtemp makes it 0700; a repository is as readable as any other folder
         with Repo.init_bare(str(tmp), default_branch=b"main") as git:
             config = git.get_config()
             config.set((b"core",), b"logallrefupdates", False)
             config.set((b"kbserver",), b"slug", slug.encode())
             config.write_to_path()
-        repo = KBRepo(str(tmp))
         try:
-            writer = Writer(repo, fsync=self._fsync)
-            version, _, _ = writer.submit(
-                lambda _tip: CommitPlan(
-                    {"README.md": readme}, message, author, {"Kb-Actor": "admin", "Kb-Kind": "create"}
+            repo = KBRepo(str(tmp))
+            try:
+                writer = Writer(repo, fsync=self._fsync)
+                version, _, _ = writer.submit(
+                    lambda _tip: CommitPlan(
+                        {"README.md": readme}, message, author, {"Kb-Actor": "admin", "Kb-Kind": "create"}
+                    )
                 )
-            )
-        finally:
-            repo.close()
-        try:
-            os.rename(tmp, path)  # atomic: a KB is either fully there or not at all
+            finally:
+                repo.close()
+            # atomic: a KB is either fully there or not at all; renaming onto a repository that
+            # another create put there first fails (the target folder is not empty)
+            os.rename(tmp, path)
         except OSError:
-            shutil.rmtree(tmp, ignore_errors=True)
+            if not self.exists(slug):
+                raise
             raise AlreadyExists(f"a KB named {slug} already exists", slug=slug) from None
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         return version
 
     def _open_repo(self, slug: str) -> tuple[KBRepo, Writer]:

@@ -179,16 +179,20 @@ class Writer:
             head = self._repo.head()
             tip, tip_tree = head, self._repo.view(head).tree_id
             written: list[bytes] = []
-            outcomes: list[tuple[_Pending, tuple[str, str | None, object] | None, KBError | None]] = []
+            outcomes: list[tuple[_Pending, tuple[str, str | None, object] | None, Exception | None]] = []
             for p in batch:
                 view = self._repo.tree_view(tip_tree, tip) if tip_tree else self._repo.view(None)
                 try:
                     plan = p.job(view)
                     _check_plan(plan, view if tip_tree else None)
+                    commit, tree_id, objects = self._make_commit(tip, tip_tree, plan)
                 except KBError as err:
                     outcomes.append((p, None, err))
                     continue
-                commit, tree_id, objects = self._make_commit(tip, tip_tree, plan)
+                except Exception as exc:  # a bug in one job fails its own caller, not the batch
+                    log.exception("a write job failed; the other writes of its batch go on")
+                    outcomes.append((p, None, exc))
+                    continue
                 written.extend(objects)
                 outcomes.append((p, (commit, tip, plan.result), None))
                 tip, tip_tree = commit, tree_id
@@ -211,7 +215,10 @@ class Writer:
         store = self._repo.git.object_store
         objects: list[bytes] = []
         entries: list[tuple[bytes, int | None, ObjectID | None]] = []
+        files = {path for path, data in plan.changes.items() if data is not None}
         for path, data in plan.changes.items():
+            if data is None and any(folder in files for folder in parent_dirs(path)):
+                continue  # its folder becomes a file: the new blob replaces the whole subtree
             if data is None:
                 entries.append((path.encode(), None, None))
             else:
@@ -264,9 +271,22 @@ class Writer:
                     continue
                 return False
             if ok and self._fsync:  # the ref file is fsynced by dulwich; its rename needs its folder
-                sync_files(self._repo.path, [os.path.join(self._repo.path, MAIN.decode())])
+                self._sync_ref()
             return bool(ok)
         return False
+
+
+    def _sync_ref(self) -> None:
+        """Flush the folder of main after it moved. Main has moved, so this must not fail the
+        writes: a failure is retried once, then logged (the ref file itself was fsynced)."""
+        ref = os.path.join(self._repo.path, MAIN.decode())
+        for attempt in range(2):
+            try:
+                sync_files(self._repo.path, [ref])
+                return
+            except OSError:
+                if attempt:
+                    log.exception("KB %s: main moved but its folder could not be fsynced", self._repo.path)
 
 
 def pack_loose(path: str) -> int:
@@ -307,8 +327,17 @@ def _check_plan(plan: CommitPlan, tip: TreeView | None) -> None:
             if tip is None or tip.read(path) is None:
                 raise InvalidRequest(f"cannot delete {path}: there is no file there", path=path)
             continue
-        if tip is not None and tip.is_dir(path):
+        if tip is not None and tip.is_dir(path) and not _emptied(tip, path, plan.changes):
             raise InvalidRequest(f"{path} is a folder; choose another file name", path=path)
         for folder in parent_dirs(path):
-            if (tip is not None and tip.read(folder) is not None) or folder in plan.changes:
+            if folder in plan.changes:
+                stays_file = plan.changes[folder] is not None  # a file deleted in this plan frees its name
+            else:
+                stays_file = tip is not None and tip.read(folder) is not None
+            if stays_file:
                 raise InvalidRequest(f"{folder} is a file, so {path} cannot be created", path=path)
+
+
+def _emptied(tip: TreeView, folder: str, changes: dict[str, bytes | None]) -> bool:
+    """Whether `changes` delete every file under `folder` (so a file may take its name)."""
+    return all(path in changes and changes[path] is None for path, _ in tip.walk(folder + "/"))

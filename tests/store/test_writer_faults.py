@@ -1,0 +1,95 @@
+"""Fault injection in the writer: a job with a bug inside a batch, a failing fsync after main moved."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kbserver.store import CommitPlan, Repos, TreeView
+from kbserver.store import writer as writer_module
+from tests.helpers import git_fsck
+
+AUTHOR = "agent:test <test@kbserver.invalid>"
+
+
+@pytest.fixture
+def repos(tmp_path: Path) -> Repos:
+    r = Repos(tmp_path / "kbs")
+    r.create("demo", b"# Demo\n", AUTHOR, "create KB demo")
+    return r
+
+
+def _put(path: str) -> writer_module.Job:
+    return lambda _tip: CommitPlan({path: f"{path}\n".encode()}, f"write {path}", AUTHOR)
+
+
+def test_a_bug_in_one_job_fails_only_its_own_caller(repos: Repos) -> None:
+    repo, writer = repos.get("demo")
+    release = threading.Event()
+    outcomes: dict[str, object] = {}
+
+    def blocking(tip: TreeView) -> CommitPlan:
+        release.wait(timeout=60)  # holds the leader, so the next jobs queue up as one batch
+        return _put("first.md")(tip)
+
+    def buggy(_tip: TreeView) -> CommitPlan:
+        raise RuntimeError("a bug in a job")
+
+    def run(name: str, job: writer_module.Job) -> None:
+        try:
+            outcomes[name] = writer.submit(job)[0]
+        except Exception as exc:
+            outcomes[name] = exc
+
+    first = threading.Thread(target=run, args=("first", blocking))
+    first.start()
+    for _ in range(600):  # bounded: until the leader runs the blocking job
+        if writer._leading and not writer._queue:
+            break
+        time.sleep(0.01)
+    batch = [("a", _put("a.md")), ("bug", buggy), ("b", _put("b.md")), ("c", _put("c.md"))]
+    threads = [threading.Thread(target=run, args=item) for item in batch]
+    for t in threads:
+        t.start()
+        for _ in range(600):  # in order, so the buggy job sits in the middle of the batch
+            if len(writer._queue) == threads.index(t) + 1:
+                break
+            time.sleep(0.01)
+    assert len(writer._queue) == 4
+    release.set()
+    for t in [first, *threads]:
+        t.join(timeout=60)
+    assert isinstance(outcomes["bug"], RuntimeError)
+    versions = [outcomes[name] for name in ("first", "a", "b", "c")]
+    assert all(isinstance(v, str) for v in versions), outcomes
+    head = repo.head()
+    assert head == versions[-1]
+    assert sorted(p for p, _ in repo.view(head).walk()) == ["README.md", "a.md", "b.md", "c.md", "first.md"]
+    assert list(repo.first_parents(head))[:4] == versions[::-1]  # each its own commit, in order
+    git_fsck(repos.path("demo"))
+
+
+def test_a_failing_fsync_of_the_ref_folder_after_main_moved_is_not_an_error(
+    repos: Repos, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo, writer = repos.get("demo")
+    real = writer_module.sync_files
+    failures: list[str] = []
+
+    def flaky(anchor: str, paths: list[str]) -> None:
+        if any(p.endswith(os.path.join("refs", "heads", "main")) for p in paths):
+            failures.append(anchor)
+            raise OSError(5, "Input/output error")  # as a failing disk would say
+        real(anchor, paths)
+
+    monkeypatch.setattr(writer_module, "sync_files", flaky)
+    version, _, _ = writer.submit(_put("after.md"))
+    assert failures  # the fault was hit, after main moved
+    assert repo.head() == version and repo.view(version).read("after.md") == b"after.md\n"
+    monkeypatch.setattr(writer_module, "sync_files", real)
+    assert writer.submit(_put("next.md"))[1] == version  # and the writer goes on
+    git_fsck(repos.path("demo"))
