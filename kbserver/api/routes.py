@@ -70,7 +70,8 @@ async def read_file(request: Request) -> Response:
 async def write(request: Request) -> Response:
     who = await caller(request)
     req = await body(request, s.WriteRequest)
-    result = await call(writes.submit, services_of(request), who, _slug(request), req)
+    key = request.headers.get("idempotency-key")
+    result = await call(writes.submit, services_of(request), who, _slug(request), req, idempotency_key=key)
     return respond(result, 202 if isinstance(result, dict) else 200)
 
 

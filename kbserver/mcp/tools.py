@@ -20,6 +20,7 @@ from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
 from kbserver.services import Services, kbs, search, versions, writes
 from kbserver.services import files as kb_files
+from kbserver.services.idempotency import KEY_PATTERN
 from kbserver.services.search import MAX_LIMIT
 
 if TYPE_CHECKING:
@@ -56,6 +57,15 @@ FilePath = Annotated[
 ]
 Message = Annotated[
     str | None, Field(max_length=10_000, description="Why you make this change (the version's message).")
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Field(
+        pattern=KEY_PATTERN,
+        description="Any unique text (a UUID) naming this write: if you are unsure whether a write went "
+        "through, repeat it with the same key; within 24 hours the repeat answers the first result and "
+        "writes nothing.",
+    ),
 ]
 Query = Annotated[str, Field(min_length=1, description="Words to look for (full-text; CJK works too).")]
 Limit = Annotated[int, Field(ge=1, le=MAX_LIMIT, description=f"At most this many hits (1 to {MAX_LIMIT}).")]
@@ -173,6 +183,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         ctx: Context[Any, Any],
         kb: Kb = None,
         message: Message = None,
+        idempotency_key: IdempotencyKey = None,
     ) -> Annotated[CallToolResult, WriteOutput]:
         """Change one or more files of a KB in one all-or-nothing call that becomes exactly one version.
 
@@ -189,7 +200,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         except ValidationError as exc:
             raise InvalidRequest(f"bad write: {exc.errors(include_url=False)[0]['msg']}") from None
         try:
-            result = writes.submit(services, caller, slug, req)
+            result = writes.submit(services, caller, slug, req, idempotency_key=idempotency_key)
         except ApprovalUnavailable as err:
             how = (
                 f"KB {slug} was not mounted when this session started; open a new session"

@@ -8,6 +8,7 @@ from kbserver.core.model import Caller, WriteRequest, WriteResult
 from kbserver.services.auth import require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
+from kbserver.services.idempotency import once
 from kbserver.services.proposals import propose
 from kbserver.services.reserved import check_caps, check_owner
 from kbserver.services.runs import owned_run
@@ -16,14 +17,37 @@ __all__ = ["submit"]
 
 
 def submit(
-    services: Services, caller: Caller, slug: str, req: WriteRequest, *, tool_set: str = "context"
+    services: Services,
+    caller: Caller,
+    slug: str,
+    req: WriteRequest,
+    *,
+    tool_set: str = "context",
+    idempotency_key: str | None = None,
 ) -> WriteResult | dict[str, object]:
     """A write: a new version, or for a `read_write_ask` agent a pending proposal.
 
     `tool_set` names the dialect that makes the write (files reserved for another set are refused).
-    Raises NotFound, Forbidden, ApprovalUnavailable and every error of `changes.apply`.
+    With `idempotency_key`, a repeat of the same write within 24 h answers the first result.
+    Raises NotFound, Forbidden, ApprovalUnavailable, InvalidRequest (a key reused for another
+    write) and every error of `changes.apply`.
     """
     permission = require_write(services, caller, slug)
+    if idempotency_key is not None:
+        return once(
+            services,
+            caller,
+            slug,
+            idempotency_key,
+            req,
+            lambda: _submit(services, caller, slug, req, tool_set, permission),
+        )
+    return _submit(services, caller, slug, req, tool_set, permission)
+
+
+def _submit(
+    services: Services, caller: Caller, slug: str, req: WriteRequest, tool_set: str, permission: str | None
+) -> WriteResult | dict[str, object]:
     check_owner(caller, (f.path for f in req.files), tool_set)
     run = None
     if req.run_id is not None:

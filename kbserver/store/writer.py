@@ -275,7 +275,6 @@ class Writer:
             return bool(ok)
         return False
 
-
     def _sync_ref(self) -> None:
         """Flush the folder of main after it moved. Main has moved, so this must not fail the
         writes: a failure is retried once, then logged (the ref file itself was fsynced)."""

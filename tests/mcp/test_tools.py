@@ -20,7 +20,7 @@ EXPECTED_ARGS = {
     "list_context_files": ({"kb", "prefix"}, set()),
     "read_context_file": ({"kb", "path", "version"}, {"path"}),
     "list_context_versions": ({"kb", "path", "limit"}, set()),
-    "write_context": ({"kb", "files", "message"}, {"files"}),
+    "write_context": ({"kb", "files", "message", "idempotency_key"}, {"files"}),
     "search_context": ({"kb", "query", "limit", "prefix"}, {"query"}),
 }
 

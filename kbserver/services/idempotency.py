@@ -1,0 +1,78 @@
+"""Idempotency-Key of writes: a repeat with the same key and body answers the first result.
+
+Keys are scoped by caller and KB and kept 24 hours in the control store. A key is reserved before
+the write runs, so two concurrent repeats never both write; a write that fails changes nothing,
+so it frees its key and may be retried under it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+
+from kbserver.core.errors import InvalidRequest, Unavailable
+from kbserver.core.model import Caller, WriteRequest, WriteResult
+from kbserver.services.context import Services
+
+__all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "once"]
+
+KEY_TTL_SECONDS = 24 * 3600.0
+KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"  # visible ASCII, as HTTP header values travel safely
+_KEY = re.compile(KEY_PATTERN)
+_WAIT_SECONDS = 70.0  # a write holding the key ends within the writer's own bound (~60 s)
+
+log = logging.getLogger(__name__)
+
+Outcome = WriteResult | dict[str, object]
+
+
+def _body_sha256(req: WriteRequest) -> str:
+    canonical = json.dumps(req.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def once(
+    services: Services, caller: Caller, slug: str, key: str, req: WriteRequest, write: Callable[[], Outcome]
+) -> Outcome:
+    """`write()` unless `key` answered this caller's same write to `slug` within 24 h.
+
+    Raises InvalidRequest for a malformed key or a key used with another body, Unavailable when the
+    first write with the key is still running after a minute, and whatever `write` raises.
+    """
+    if not isinstance(key, str) or not _KEY.match(key):
+        raise InvalidRequest(
+            "Idempotency-Key must be 1 to 255 visible ASCII characters (a UUID is a good key)",
+            field="Idempotency-Key",
+        )
+    body = _body_sha256(req)
+    deadline = time.monotonic() + _WAIT_SECONDS
+    while True:
+        held = services.control.reserve_key(caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS)
+        if held is None:
+            break
+        if held.body_sha256 != body:
+            raise InvalidRequest(
+                "this Idempotency-Key was used for another write in the last 24 hours; "
+                "send a new key for a new write",
+                field="Idempotency-Key",
+            )
+        if held.result is not None:
+            return WriteResult.model_validate(held.result) if held.status == 200 else dict(held.result)
+        if time.monotonic() > deadline:
+            raise Unavailable("the first write with this Idempotency-Key is still running; retry in a moment")
+        time.sleep(0.05)
+    try:
+        result = write()
+    except BaseException:
+        services.control.release_key(caller.actor, slug, key)
+        raise
+    status, data = (200, result.model_dump(mode="json")) if isinstance(result, WriteResult) else (202, result)
+    try:
+        services.control.finish_key(caller.actor, slug, key, status, data)
+    except Exception:  # the write is committed: its caller hears of it, whatever the key's fate
+        log.exception("KB %s: could not record the result of Idempotency-Key %r", slug, key)
+    return result
