@@ -1,7 +1,9 @@
 """Stateful property test of the whole write path (services → changes → store) against a dict model.
 
-Random sequences of the five modes, with fresh and stale expected_sha256, multi-file calls and
-concurrent pairs; after every step main holds exactly the model's files, and C git fsck is clean.
+Random sequences of the five modes, with fresh and stale expected_sha256, multi-file calls,
+concurrent pairs, reverts, and proposals that are approved or rejected; after every step main holds
+exactly the model's files, after a revert they equal the model at that version, a proposal is
+approved exactly when main carries its Kb-Proposal trailer, and C git fsck is clean.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from kbserver.core.errors import KBError
-from kbserver.core.model import WriteRequest
-from kbserver.services import Services, kbs, writes
-from kbserver.services.auth import ADMIN
+from kbserver.core.errors import InvalidRequest, KBError
+from kbserver.core.model import WriteRequest, WriteResult
+from kbserver.services import Services, agents, kbs, proposals, runs, versions, writes
+from kbserver.services.auth import ADMIN, caller_for
 from tests.helpers import git_fsck
 
 PATHS = ["a.md", "b/c.md", "b/d.md", "e/f/g.md", "日志/2026-11.md"]
@@ -40,6 +42,17 @@ class WritePath(RuleBasedStateMachine):
         kbs.create(self.services, ADMIN, SLUG)
         self.model: dict[str, str] = {"README.md": self._read("README.md") or ""}
         self.versions = 1
+        # (version, the model's files at it) for every version, oldest first
+        self.history: list[tuple[str, dict[str, str]]] = [
+            (self.services.repos.repo(SLUG).head() or "", dict(self.model))
+        ]
+        agents.create(self.services, ADMIN, "asker")
+        agents.link(self.services, ADMIN, "asker", SLUG, "read_write_ask")
+        self.asker = caller_for(self.services, "asker")
+        self.run_id = str(runs.start(self.services, self.asker, interactive=True)["id"])
+        self.pending: list[tuple[str, dict[str, Any]]] = []  # (proposal id, its one file change)
+        self.decided: dict[str, str] = {}  # proposal id -> approved | rejected
+        self._lock = threading.Lock()
 
     def _read(self, path: str) -> str | None:
         repo = self.services.repos.repo(SLUG)
@@ -51,8 +64,14 @@ class WritePath(RuleBasedStateMachine):
             writes.submit(self.services, ADMIN, SLUG, WriteRequest.model_validate({"files": list(files)}))
         except KBError:
             return False
-        self.versions += 1
+        with self._lock:
+            self.versions += 1
         return True
+
+    def _committed(self, version: str) -> None:
+        """Record the version just made (after the model was updated)."""
+        self.versions += 1
+        self.history.append((version, dict(self.model)))
 
     @rule(path=st.sampled_from(PATHS), content=TEXT)
     def create(self, path: str, content: str) -> None:
@@ -135,6 +154,73 @@ class WritePath(RuleBasedStateMachine):
         if target is not None:
             self.model[target] += "++"
 
+    @rule(back=st.integers(min_value=0, max_value=40))
+    def revert(self, back: int) -> None:
+        target, files = self.history[-1 - back % len(self.history)]
+        try:
+            out = versions.revert(self.services, ADMIN, SLUG, target)
+        except InvalidRequest:
+            assert files == self.model  # only "nothing to revert" is refused
+            return
+        assert files != self.model and isinstance(out, WriteResult)
+        self.model = dict(files)
+        self._committed(out.version)
+        repo = self.services.repos.repo(SLUG)
+        at = {p: (repo.view(out.version).read(p) or b"").decode() for p, _ in repo.view(out.version).walk()}
+        assert at == files  # the files equal the model at that version
+
+    @rule(path=st.sampled_from(PATHS), content=TEXT, append=st.booleans())
+    def propose(self, path: str, content: str, append: bool) -> None:
+        change = {"path": path, "mode": "append" if append else "create", "content": content}
+        req = WriteRequest.model_validate({"files": [change], "run_id": self.run_id})
+        head = self.services.repos.repo(SLUG).head()
+        try:
+            out = writes.submit(self.services, self.asker, SLUG, req)
+        except KBError:
+            assert (path in self.model) != append  # refused at once exactly when it cannot apply now
+            return
+        assert isinstance(out, dict) and self.services.repos.repo(SLUG).head() == head  # main unchanged
+        self.pending.append((str(out["proposal"]["id"]), change))  # type: ignore[index]
+
+    @rule(pick=st.integers(min_value=0, max_value=40), approve=st.booleans())
+    def decide(self, pick: int, approve: bool) -> None:
+        if not self.pending:
+            return
+        pid, change = self.pending[pick % len(self.pending)]
+        if not approve:
+            proposals.reject(self.services, ADMIN, SLUG, pid)
+            self.pending.remove((pid, change))
+            self.decided[pid] = "rejected"
+            return
+        applies = (change["path"] in self.model) == (change["mode"] == "append")
+        try:
+            out = proposals.approve(self.services, ADMIN, SLUG, pid)
+        except KBError:
+            assert not applies  # stays pending, with the reason
+            row = self.services.control.proposal(SLUG, pid)
+            assert row is not None and row.status == "pending" and row.reason
+            return
+        assert applies
+        path = change["path"]
+        self.model[path] = self.model.get(path, "") + change["content"]
+        self._committed(str(out["version"]))
+        self.pending.remove((pid, change))
+        self.decided[pid] = "approved"
+
+    @invariant()
+    def a_proposal_is_approved_exactly_when_main_carries_its_trailer(self) -> None:
+        repo = self.services.repos.repo(SLUG)
+        carried = [
+            repo.commit_info(v).trailers.get("Kb-Proposal") for v in repo.first_parents(repo.head() or "")
+        ]
+        for pid, _ in self.pending:
+            row = self.services.control.proposal(SLUG, pid)
+            assert row is not None and row.status == "pending" and pid not in carried
+        for pid, status in self.decided.items():
+            row = self.services.control.proposal(SLUG, pid)
+            assert row is not None and row.status == status
+            assert carried.count(pid) == (1 if status == "approved" else 0)
+
     @invariant()
     def main_equals_model(self) -> None:
         repo = self.services.repos.repo(SLUG)
@@ -142,6 +228,8 @@ class WritePath(RuleBasedStateMachine):
         files = {p: (repo.view(head).read(p) or b"").decode() for p, _ in repo.view(head).walk()}
         assert files == self.model
         assert len(list(repo.first_parents(head or ""))) == self.versions
+        if head != self.history[-1][0]:  # a plain write moved main: remember the version
+            self.history.append((head or "", dict(self.model)))
 
     def teardown(self) -> None:
         try:
@@ -151,5 +239,5 @@ class WritePath(RuleBasedStateMachine):
             shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-WritePath.TestCase.settings = settings(max_examples=25, stateful_step_count=15, deadline=None)
+WritePath.TestCase.settings = settings(max_examples=40, stateful_step_count=20, deadline=None)
 test_write_path = WritePath.TestCase
