@@ -53,6 +53,9 @@ def test_bad_message_on_write_and_revert(
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request"), r.text
     r = client.post(f"/api/v1/kbs/{kb}/revert", json={"version": first, "message": message}, headers=agent)
     assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request"), r.text
+    undo = f"/api/v1/kbs/{kb}/versions/{ok_.json()['version']}/undo"
+    r = client.post(undo, json={"message": message}, headers=agent)
+    assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request"), r.text
     assert state(services, kb) == before
     git_fsck(services.repos.path(kb))
 

@@ -59,6 +59,8 @@ def test_a_pending_proposal_commit_is_not_a_version(
             )
         r = client.post(f"/api/v1/kbs/{kb}/revert", json={"version": version}, headers=writer)
         assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found"), r.text
+        r = client.post(f"/api/v1/kbs/{kb}/versions/{version}/undo", json={}, headers=writer)
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found"), r.text
     assert state(services, kb) == before
     git_fsck(repo)
 
