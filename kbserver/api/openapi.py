@@ -21,7 +21,7 @@ _ERRORS = {
     "401": "unauthorized",
     "403": "forbidden · approval_unavailable",
     "404": "not_found",
-    "409": "already_exists · stale",
+    "409": "already_exists · not_pending · stale",
     "413": "too_large",
     "422": "no_match · ambiguous_match · secret_detected",
 }
