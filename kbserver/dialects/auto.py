@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbserver.core.errors import AmbiguousMatch, InvalidRequest, NoMatch, NotFound
-from kbserver.core.model import Caller, Create, FileChange, Overwrite
+from kbserver.core.model import Append, Caller, Create, FileChange, Overwrite
 from kbserver.dialects.session import DialectCall, retry_stale
 from kbserver.services import Services
 from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES, auto_memory_path, too_large
@@ -128,8 +128,10 @@ def add_memory(call: DialectCall, content: str, kb: str | None = None) -> dict[s
         before = current.content if current else ""
         after = added(before, content)
         _check_cap(path, before, after)
+        # An append needs no expected_sha256: the writer adds it to whatever the file holds by then
+        # (concurrent adds never conflict), and the cap is checked again there.
         change: FileChange = (
-            Overwrite(path=path, mode="overwrite", content=after, expected_sha256=current.sha256)
+            Append(path=path, mode="append", content=after[len(before) :])
             if current
             else Create(path=path, mode="create", content=after)
         )

@@ -7,18 +7,21 @@ checks, proposals for `read_write_ask` agents and one version per change all app
 
 from __future__ import annotations
 
+import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kbserver.core.errors import InvalidRequest, NotFound, Stale
+from kbserver.core.errors import AlreadyExists, InvalidRequest, NotFound, Stale
 from kbserver.core.model import Caller, FileChange, WriteRequest, WriteResult
 from kbserver.services import Services, files, kbs, writes
 
 __all__ = ["STALE_RETRIES", "Current", "DialectCall", "Written", "retry_stale"]
 
-STALE_RETRIES = 3
-"""How often a read-compute-write is redone when another writer changed the files in between."""
+STALE_RETRIES = 8
+"""How often a read-compute-write is tried when other writers keep changing the files in between (each
+lost race means another write landed, so the KB as a whole always makes progress)."""
 
 T = TypeVar("T")
 
@@ -115,10 +118,11 @@ class DialectCall:
 
 
 def retry_stale(attempt: Callable[[], T]) -> T:
-    """Run a read-compute-write `attempt` again when its reads went stale (another writer won the race)."""
-    for _ in range(STALE_RETRIES - 1):
+    """Run a read-compute-write `attempt` again when its reads went stale (another writer won the race:
+    `stale`, or `already_exists` for a file it meant to create), after a short random pause."""
+    for tries in range(1, STALE_RETRIES):
         try:
             return attempt()
-        except Stale:
-            continue
+        except (Stale, AlreadyExists):
+            time.sleep(random.uniform(0.005, 0.02) * tries)  # de-synchronise the racing writers
     return attempt()

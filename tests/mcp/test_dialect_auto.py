@@ -8,7 +8,8 @@ import httpx2
 import pytest
 
 from kbserver.config import Settings
-from kbserver.services import Services, agents, files, versions
+from kbserver.core.errors import KBError
+from kbserver.services import Services, agents, files, proposals, versions
 from kbserver.services.auth import ADMIN
 from kbserver.store import CommitPlan
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
@@ -200,3 +201,25 @@ async def test_bad_input_changes_nothing(services: Services, family: None) -> No
         )
         assert state(services, "notes") == after
     assert before != after  # only the one good add changed something
+
+
+async def test_proposals_are_capped_when_approved(services: Services, kb: str) -> None:
+    make_agent(services, "asker", {kb: "read_write_ask"}, tools=["auto"])
+    path = "memory/asker/MEMORY.md"
+    async with memory_client(services, "asker", mode="legacy") as asker:  # a session: an interactive run
+        first = ok(await asker.call_tool("add_memory", {"content": "small"}))
+        assert first["version"] is None and first["proposal"]["status"] == "pending"
+        assert _file(services, path) is None  # a proposal is not a version
+        proposals.approve(services, ADMIN, kb, first["proposal"]["id"])
+        assert _file(services, path) == "- small\n"
+        one = ok(await asker.call_tool("add_memory", {"content": "a" * 1200}))["proposal"]["id"]
+        two = ok(await asker.call_tool("add_memory", {"content": "b" * 1200}))["proposal"]["id"]
+    proposals.approve(services, ADMIN, kb, one)
+    before = state(services, kb)
+    with pytest.raises(KBError) as refused:  # each fitted when proposed; together they do not
+        proposals.approve(services, ADMIN, kb, two)
+    assert (
+        refused.value.code == "too_large"
+        and refused.value.details["bytes_left"] == 2000 - len("- small\n") - 1203
+    )
+    assert state(services, kb) == before
