@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kbserver.core.errors import AlreadyExists, InvalidRequest, NotFound, Stale
+from kbserver.core.errors import AlreadyExists, ApprovalUnavailable, InvalidRequest, NotFound, Stale
 from kbserver.core.model import Caller, FileChange, WriteRequest, WriteResult
 from kbserver.services import Services, files, kbs, writes
 
@@ -50,12 +50,16 @@ class Written:
 
 @dataclass(frozen=True)
 class DialectCall:
-    """One tool call of `caller`; `run` is the session's run id and the KBs it mounted, if any."""
+    """One tool call of `caller`; `run_id` is the session's run and `mounted` the KBs it pinned, if any.
+
+    `no_run_hint` tells a `read_write_ask` agent without a run how to get one (it depends on the edge).
+    """
 
     services: Services
     caller: Caller
     run_id: str | None = None
     mounted: frozenset[str] = frozenset()
+    no_run_hint: str | None = None
 
     def writable(self) -> list[str]:
         """Slugs of the KBs the caller may write (the admin: every KB)."""
@@ -109,7 +113,20 @@ class DialectCall:
             req = WriteRequest(files=list(changes), message=message, run_id=run_id)
         except ValueError as exc:  # pydantic's ValidationError: e.g. a message over the limit
             raise InvalidRequest(f"bad write: {exc}") from None
-        result = writes.submit(self.services, self.caller, slug, req, tool_set=tool_set)
+        try:
+            result = writes.submit(self.services, self.caller, slug, req, tool_set=tool_set)
+        except ApprovalUnavailable as err:
+            how = (
+                f"KB {slug} was not mounted when this run started; start a new one"
+                if self.run_id is not None
+                else self.no_run_hint
+            )
+            if how is None:
+                raise
+            raise ApprovalUnavailable(
+                f"your writes to {slug} need an admin's approval, which is only possible inside a run: {how}",
+                **err.details,
+            ) from None
         if isinstance(result, WriteResult):
             return Written(result.version)
         proposal = result.get("proposal")

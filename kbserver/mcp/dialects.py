@@ -47,6 +47,12 @@ _WRITES = ToolAnnotations(
 )
 
 
+_NO_RUN = (
+    "this call belongs to no MCP session; connect over stdio (`kbserver mcp`) or with a client that "
+    "opens a session (the initialize handshake)"
+)
+
+
 def allowed_tools(caller: Caller) -> set[str]:
     """The names of the tools of every tool set of `caller`."""
     names: set[str] = set()
@@ -59,7 +65,7 @@ def _call(binding: "Binding", ctx: Context[Any, Any]) -> DialectCall:
     caller = binding.caller()
     run = binding.run_of(ctx.request_context)
     if run is None:
-        return DialectCall(binding.services, caller)
+        return DialectCall(binding.services, caller, no_run_hint=_NO_RUN)
     return DialectCall(binding.services, caller, run.id, frozenset(run.mounts))
 
 

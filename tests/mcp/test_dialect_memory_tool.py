@@ -217,3 +217,12 @@ async def test_proposals_and_other_sets(services: Services, kb: str) -> None:
         assert state(services, "notes") == before  # a proposal is not a version
         names = {t.name for t in (await c.list_tools()).tools}
         assert "memory" in names and "write_context" in names and "add_memory" not in names
+
+
+async def test_approval_needs_a_session(services: Services, kb: str) -> None:
+    make_agent(services, "cautious", {kb: "read_write_ask"}, tools=["memory_tool"])
+    before = state(services, "notes")
+    async with memory_client(services, "cautious") as c:  # sessionless: no run, nobody to ask
+        err = error(await _memory(c, command="create", path="/memories/p.md", file_text="x"))
+    assert err["code"] == "approval_unavailable" and "initialize handshake" in err["message"]
+    assert state(services, "notes") == before
