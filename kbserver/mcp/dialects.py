@@ -18,6 +18,15 @@ from pydantic import Field
 from kbserver.core.model import Caller
 from kbserver.dialects import auto, memory_tool, typed
 from kbserver.dialects.session import DialectCall
+from kbserver.mcp.dialect_schemas import (
+    ArchiveOutput,
+    MemoryFileOutput,
+    MemoryToolOutput,
+    QueryOutput,
+    RecallOutput,
+    RecordOutput,
+    SaveOutput,
+)
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.tools import TOOL_NAMES
 from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES
@@ -82,7 +91,7 @@ def auto_tools(binding: "Binding") -> list[Tool]:
         ],
         ctx: Context[Any, Any],
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, MemoryFileOutput]:
         """Remember one fact: add it as one entry (one line) to your MEMORY.md, as one version.
 
         Your MEMORY.md is shown in full in the server instructions at the start of every session. It holds
@@ -100,7 +109,7 @@ def auto_tools(binding: "Binding") -> list[Tool]:
         new_string: Annotated[str, Field(description="The replacement; empty removes the whole entry.")],
         ctx: Context[Any, Any],
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, MemoryFileOutput]:
         """Correct or remove one entry of your MEMORY.md, as one version.
 
         `old_string` must occur exactly once (else `no_match` or `ambiguous_match`); an empty
@@ -146,7 +155,7 @@ def memory_tool_tools(binding: "Binding") -> list[Tool]:
         old_path: Annotated[str | None, Field(description="rename: the file or folder to move.")] = None,
         new_path: Annotated[str | None, Field(description="rename: where it goes (must not exist).")] = None,
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, MemoryToolOutput]:
         """Anthropic's memory tool, served by kbserver: your memory directory /memories, kept in a KB.
 
         Commands: view(path, view_range?) shows a folder (2 levels deep) or a file with line numbers;
@@ -214,7 +223,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
             ),
         ] = None,
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, SaveOutput]:
         """Save a typed memory, as one version; a save that matches an existing record updates it in place.
 
         Types: `self` (facts about the user; matched by category+key), `relationship` and `topic` (matched
@@ -247,7 +256,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
             str | None, Field(description="Why; it becomes part of the version's message.")
         ] = None,
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, SaveOutput]:
         """Forget (delete) one record, as one version whose message carries the reason.
 
         Unlike a plain delete this can be undone: the old record stays in the KB's history, and an admin
@@ -261,7 +270,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         types: Annotated[list[str] | None, Field(description="Only these types (default: all).")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many entries.")] = 20,
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, QueryOutput]:
         """Find records: entries {type, id, label, summary}, best match first. get_memory reads one."""
         return ok_result(typed.query_index(_call(binding, ctx), query, types, limit, kb=kb))
 
@@ -273,7 +282,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         ],
         ctx: Context[Any, Any],
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RecordOutput]:
         """Read one whole record with all its fields, or a source that a source_refs entry points to."""
         return ok_result(typed.get_memory(_call(binding, ctx), type, id, kb=kb))
 
@@ -284,7 +293,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         endDate: Annotated[str | None, Field(description="Last day, YYYY-MM-DD.")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many days.")] = 10,
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RecallOutput]:
         """Search the raw day archive by words and/or a date range (at least one of them).
 
         Returns {days: [{date, summary, diary, facts}]}: best match first, or newest first for a range.
@@ -298,7 +307,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         diary: Annotated[str | None, Field(description="The day's diary, in your own words.")] = None,
         facts: Annotated[list[str] | None, Field(description="Facts learned that day.")] = None,
         kb: Kb = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ArchiveOutput]:
         """Archive a day as archive/YYYY-MM-DD.json, as one version. A day archived twice is merged:
         new text is added to the old, and facts are kept once each. Never archive raw transcripts."""
         return ok_result(typed.archive_day(_call(binding, ctx), date, summary, diary, facts, kb=kb))

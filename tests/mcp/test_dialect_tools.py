@@ -74,3 +74,44 @@ def test_registry_matches_the_tool_set_names() -> None:
     assert set(TOOL_SET_TOOLS) <= set(agents.TOOL_SETS)
     assert {"context", "auto", "memory_tool", "typed"} <= set(TOOL_SET_TOOLS)
     assert TOOL_SET_TOOLS["memory_tool"] == ("memory",)
+
+
+async def test_results_and_errors_match_the_published_output_schemas(services: Services, kb: str) -> None:
+    """TypeScript clients (and the Inspector) check structuredContent against outputSchema, errors too."""
+    import jsonschema
+
+    make_agent(services, "all", {kb: "read_write"}, tools=["auto", "memory_tool", "typed"])
+    make_agent(services, "asker", {kb: "read_write_ask"}, tools=["auto", "typed"])
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("add_memory", {"content": "likes tea"}),
+        ("edit_memory", {"old_string": "tea", "new_string": "green tea"}),
+        ("edit_memory", {"old_string": "coffee", "new_string": "x"}),
+        ("memory", {"command": "view", "path": "/memories"}),
+        ("memory", {"command": "create", "path": "/memories/a.md", "file_text": "a\n"}),
+        ("memory", {"command": "view", "path": "/memories/a.md"}),
+        ("memory", {"command": "view", "path": "/etc"}),
+        ("save_memory", {"type": "topic", "name": "Tea", "summary": "Green tea"}),
+        ("save_memory", {"type": "nope", "summary": "x"}),
+        ("query_index", {"query": "tea"}),
+        ("get_memory", {"type": "topic", "id": "tea"}),
+        ("get_memory", {"type": "source", "id": "README.md"}),
+        ("archive_day", {"date": "2026-11-28", "facts": ["tea"]}),
+        ("recall_raw", {"query": "tea"}),
+        ("recall_raw", {}),
+        ("forget_memory", {"type": "topic", "id": "tea", "reason": "done"}),
+    ]
+    async with memory_client(services, "all") as client:
+        schemas = {t.name: t.output_schema for t in (await client.list_tools()).tools}
+        assert all(schemas.values())
+        for name, args in calls:
+            result = await client.call_tool(name, args)
+            assert result.structured_content is not None, name
+            jsonschema.validate(result.structured_content, schemas[name])  # type: ignore[arg-type]
+    async with memory_client(services, "asker", mode="legacy") as client:
+        for name, args in [
+            ("add_memory", {"content": "x"}),
+            ("save_memory", {"type": "topic", "name": "T", "summary": "s"}),
+        ]:
+            result = await client.call_tool(name, args)
+            assert result.structured_content and result.structured_content["proposal"]["status"] == "pending"
+            jsonschema.validate(result.structured_content, schemas[name])  # type: ignore[arg-type]
