@@ -14,7 +14,9 @@ compiled USER.md and CONTEXT.md, written in the same version as the change that 
 from __future__ import annotations
 
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 
 from kbserver.core.errors import InvalidRequest, NotFound
@@ -48,6 +50,34 @@ __all__ = ["TOOLS", "archive_day", "forget_memory", "get_memory", "query_index",
 TOOLS = ("save_memory", "forget_memory", "query_index", "get_memory", "recall_raw", "archive_day")
 ARCHIVE = "archive"
 MAX_LIMIT = 100
+_CACHE_SIZE = 50_000
+
+
+class _Parsed:
+    """Parsed records and days by the sha256 of their file: a file's bytes fix what it holds, so an
+    unchanged file is never read or parsed twice (listing a folder gives every file's sha256)."""
+
+    def __init__(self, size: int) -> None:
+        self._items: OrderedDict[str, Record | Day] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, sha256: str) -> Record | Day | None:
+        with self._lock:
+            found = self._items.get(sha256)
+            if found is not None:
+                self._items.move_to_end(sha256)
+            return found
+
+    def put(self, sha256: str, item: Record | Day) -> None:
+        with self._lock:
+            self._items[sha256] = item
+            self._items.move_to_end(sha256)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+
+_parsed = _Parsed(_CACHE_SIZE)
 _FIELDS_OF = {
     "self": {"category", "key"},
     "relationship": {"name"},
@@ -98,22 +128,34 @@ def _read_record(call: DialectCall, slug: str, kind: str, record_id: str) -> tup
     current = call.read(slug, path)
     if current is None:
         return None
-    try:
-        record = parse_record(current.content)
-    except InvalidRequest:
-        return None  # a file someone else put there: not a record of this dialect
+    cached = _parsed.get(current.sha256)
+    if isinstance(cached, Record):
+        record = cached
+    else:
+        try:
+            record = parse_record(current.content)
+        except InvalidRequest:
+            return None  # a file someone else put there: not a record of this dialect
+        _parsed.put(current.sha256, record)
     if record.type != kind or record.id != record_id:
         return None
     return record, current
 
 
 def _records(call: DialectCall, slug: str, kinds: Sequence[str]) -> list[Record]:
+    """Every record of `kinds`; only files not seen before (by sha256) are read and parsed."""
     out = []
     for kind in kinds:
-        for path in call.paths(slug, kind + "/"):
+        for path, (_, sha256) in call.entries(slug, kind + "/").items():
             if not path.endswith(".md"):
                 continue
-            found = _read_record(call, slug, kind, path[len(kind) + 1 : -3])
+            record_id = path[len(kind) + 1 : -3]
+            cached = _parsed.get(sha256)
+            if isinstance(cached, Record):
+                if cached.type == kind and cached.id == record_id:
+                    out.append(cached)
+                continue
+            found = _read_record(call, slug, kind, record_id)
             if found is not None:
                 out.append(found[0])
     return out
@@ -348,7 +390,12 @@ def _day(call: DialectCall, slug: str, date: str) -> tuple[Day, Current] | None:
     current = call.read(slug, path)
     if current is None:
         return None
-    return parse_day(current.content, path), current
+    cached = _parsed.get(current.sha256)
+    if isinstance(cached, Day):
+        return cached, current
+    day = parse_day(current.content, path)
+    _parsed.put(current.sha256, day)
+    return day, current
 
 
 def archive_day(
@@ -409,7 +456,7 @@ def recall_raw(
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     slug = call.kb(kb)
     found: list[tuple[float, Day]] = []
-    for path in call.paths(slug, ARCHIVE + "/"):
+    for path, (_, sha256) in call.entries(slug, ARCHIVE + "/").items():
         name = path[len(ARCHIVE) + 1 :]
         if not name.endswith(".json") or "/" in name:
             continue
@@ -419,10 +466,14 @@ def recall_raw(
             continue
         if (start and date < start) or (end and date > end):
             continue
-        loaded = _day(call, slug, date)
-        if loaded is None:
-            continue
-        day = loaded[0]
+        cached = _parsed.get(sha256)
+        if isinstance(cached, Day) and cached.date == date:
+            day = cached
+        else:
+            loaded = _day(call, slug, date)
+            if loaded is None:
+                continue
+            day = loaded[0]
         value = score(words, day.summary, day.diary, *day.facts) if words else 1.0
         if value > 0:
             found.append((value, day))
