@@ -36,7 +36,7 @@ class Settings(BaseModel):
     run_ttl_seconds: float = Field(default=24 * 3600, gt=0, description="how long a run's snapshot lives")
     fsync: bool = Field(default=True, description="fsync objects and refs before acknowledging a write")
     index_poll_seconds: float = Field(
-        default=0.05, gt=0, description="how often the follower reads the feed of other processes' commits"
+        default=0.01, gt=0, description="how often the follower reads the feed of other processes' commits"
     )
     memory_budget_mb: int = Field(
         default=64,

@@ -30,7 +30,7 @@ class Options:
     fsync: bool = True
     # Follow main in this process when no other process does (False: a `kbserver worker` follows).
     follow: bool = True
-    index_poll_seconds: float = 0.05  # how often the feed is looked at for other processes' commits
+    index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
 
 

@@ -104,7 +104,7 @@ class Follower:
         self._lock_fd: int | None = None
         self._cond = threading.Condition()
         self._pending: set[str] = set()
-        self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) to reset and rebuild
+        self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) reported damaged: rebuild
         self._failures: dict[tuple[str, str], _Failure] = {}
         self._slug_locks: dict[str, threading.Lock] = {}
         self._thread: threading.Thread | None = None
@@ -275,6 +275,8 @@ class Follower:
                     self._catch_up_sink(sink, slug, head, rebuild, progress)
                 except SinkDamaged as e:
                     log.warning("sink %s of KB %s is damaged (%s); rebuilding it", sink.name, slug, e)
+                    self._progress.record(sink.name, slug, None)
+                    sink.reset(slug)
                     self._catch_up_sink(sink, slug, head, True, progress)
             return head
 
@@ -282,9 +284,7 @@ class Follower:
         self, sink: Sink, slug: str, head: str, rebuild: bool, progress: Callable[[int], None] | None
     ) -> None:
         repo = self._repos.repo(slug)
-        if rebuild:
-            self._progress.record(sink.name, slug, None)
-            sink.reset(slug)
+        if rebuild:  # a delta from nothing; the sink replaces what it had (the index swaps atomically)
             base = None
         else:
             base = sink.covered(slug)
