@@ -181,6 +181,7 @@ class IndexOut(BaseModel):
     head: str | None
     indexed_version: str | None
     covered: bool | None = None
+    index_error: str | None = None  # the follower's last failure on this index, until it catches up
 
 
 class ProposalsQuery(_In):
