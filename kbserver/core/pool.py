@@ -71,6 +71,13 @@ class LeasePool:
             victim.kind.close(victim.value)
         return entry
 
+    def _acquire_open(self, kind: Kind[V], name: str) -> _Entry | None:
+        with self._lock:
+            entry = self._items.get((kind.name, name))
+            if entry is not None:
+                entry.users += 1
+            return entry
+
     def _release(self, entry: _Entry) -> None:
         with self._lock:
             entry.users -= 1
@@ -144,6 +151,16 @@ class Kind(Generic[V]):
             yield entry.value
         finally:
             self.pool._release(entry)
+
+    @contextlib.contextmanager
+    def lease_if_open(self, name: str) -> Iterator[V | None]:
+        """Like `lease`, but None when `name` is not open (never opens it, never refreshes it)."""
+        entry = self.pool._acquire_open(self, name)
+        try:
+            yield None if entry is None else entry.value
+        finally:
+            if entry is not None:
+                self.pool._release(entry)
 
     def get(self, name: str) -> V:
         """The open value `name`, marked as just used but not leased: for values that stay usable

@@ -29,6 +29,7 @@ __all__ = ["Delta", "Follower", "Sink", "SinkDamaged"]
 log = logging.getLogger(__name__)
 
 IDLE_SECONDS = 2.0  # commits paused this long: sinks do their housekeeping (index merges)
+SHORT_PAUSE_SECONDS = 0.1  # no delta for this long: sinks do what cannot wait for a real pause
 RECONCILE_SECONDS = 60.0  # compare every KB's head with every sink now and then: the feed is a hint
 LEADER_RETRY_SECONDS = 1.0  # a standby process tries to become the follower this often
 RETRY_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)  # a failing sink is retried after these pauses
@@ -67,8 +68,9 @@ class Sink(Protocol):
         """Remove this sink's storage for `slug` (damaged, or the KB is gone)."""
         ...
 
-    def idle(self) -> None:
-        """Housekeeping while no commits arrive (merging, closing idle files)."""
+    def idle(self, paused: bool) -> None:
+        """Housekeeping off the apply path: at a short break between deltas (`paused` False: only
+        what cannot wait, such as many small index segments), and once commits pause (True)."""
         ...
 
     def close(self) -> None: ...
@@ -110,7 +112,7 @@ class Follower:
         self._thread: threading.Thread | None = None
         self._stopping = False
         self._last_apply = 0.0
-        self._idle_done = False
+        self._idle_stage = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -212,15 +214,22 @@ class Follower:
                 slugs.update(slug for (_, slug), f in self._failures.items() if f.retry_at <= now)
                 for slug in sorted(slugs):
                     self._follow(slug)
-                if not self._idle_done and time.monotonic() - self._last_apply >= IDLE_SECONDS:
-                    self._idle_done = True  # once per pause in the commits
-                    for sink in self.sinks:
-                        try:
-                            sink.idle()
-                        except Exception:
-                            log.exception("housekeeping of sink %s failed; it will be retried", sink.name)
+                quiet = time.monotonic() - self._last_apply
+                if self._idle_stage < 1 and quiet >= SHORT_PAUSE_SECONDS:
+                    self._idle_stage = 1  # a breath between commits: what cannot wait for a pause
+                    self._housekeeping(paused=False)
+                if self._idle_stage < 2 and quiet >= IDLE_SECONDS:
+                    self._idle_stage = 2  # commits paused: everything
+                    self._housekeeping(paused=True)
         finally:
             reader.close()
+
+    def _housekeeping(self, paused: bool) -> None:
+        for sink in self.sinks:
+            try:
+                sink.idle(paused)
+            except Exception:
+                log.exception("housekeeping of sink %s failed; it will be retried", sink.name)
 
     # -- following one KB ----------------------------------------------------------------------------
     def _slug_lock(self, slug: str) -> threading.Lock:
@@ -296,7 +305,7 @@ class Follower:
         changes = repo.changes(base, head)
         sink.apply(Delta(slug, head, base, changes, repo.blob, progress))
         self._last_apply = time.monotonic()
-        self._idle_done = False
+        self._idle_stage = 0
         self._progress.record(sink.name, slug, head)
         self._feed.covered(sink.name, slug, head)
 

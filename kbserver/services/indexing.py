@@ -19,6 +19,8 @@ from kbserver.services.follower import Delta, SinkDamaged
 __all__ = ["INDEX_SINK", "SearchSink"]
 
 INDEX_SINK = "index"
+MERGE_AFTER_UPDATES = 8
+MERGE_UNDER_LOAD = 32
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,8 @@ class SearchSink:
                     docs = ((c.path, _text(delta.read(c.new_blob))) for c in delta.changes if c.new_blob)
                     ix.rebuild(delta.version, docs, delta.progress)
                     return
+                if ix.unmerged >= MERGE_UNDER_LOAD:
+                    ix.merge()  # commits never pause: keep searches from slowing down without bound
                 upserts: dict[str, str] = {}
                 deletes: list[str] = []
                 for c in delta.changes:
@@ -79,11 +83,15 @@ class SearchSink:
         self._pool.drop(slug)
         shutil.rmtree(self._folder / slug, ignore_errors=True)
 
-    def idle(self) -> None:
+    def idle(self, paused: bool) -> None:
+        """Merge the small segments updates left: all once commits pause, else where 8 piled up
+        (searches slow down with every segment; merging on the update path slowed every 5th one;
+        under a steady stream of commits `apply` merges once 32 piled up)."""
         for slug in self._pool.names():
             try:
-                with self._pool.lease(slug) as ix:
-                    ix.merge()
+                with self._pool.lease_if_open(slug) as ix:
+                    if ix is not None and (paused or ix.unmerged >= MERGE_AFTER_UPDATES):
+                        ix.merge()
             except IndexCorrupt as e:
                 self._damaged(slug, e)
 

@@ -65,10 +65,8 @@ def _check_timeout(timeout: float) -> None:
 def on_main(services: Services, slug: str, version: str) -> str:
     """`version` checked to be on main. Raises InvalidRequest (malformed), NotFound (unknown, or
     a commit that is not on main, such as a pending proposal's)."""
-    repo = services.repos.repo(slug)
-    resolved = repo.resolve(version)
-    head = repo.head()
-    if resolved is None or head is None or not repo.reaches(head, resolved):
+    resolved = services.repos.repo(slug).resolve(version)  # resolve admits versions on main only
+    if resolved is None:
         raise NotFound(f"version {version} is not a version of KB {slug}", version=version)
     return resolved
 

@@ -206,7 +206,8 @@ class KBRepo:
 
     def weight(self) -> int:
         """Roughly the bytes this open repository holds: its caches and dulwich's own state."""
-        return 256 * 1024 + self.get.bytes + 200 * len(self._digests) + 100 * len(self._counts)
+        caches = 200 * len(self._digests) + 100 * len(self._counts) + 90 * len(self._main)
+        return 256 * 1024 + self.get.bytes + caches
 
     def close(self) -> None:
         self.git.close()

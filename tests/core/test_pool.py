@@ -76,3 +76,16 @@ def test_threads_never_use_a_closed_value() -> None:
     for t in threads:
         t.join(timeout=60)
     assert errors == [] and len(pool) <= 3
+
+
+def test_lease_if_open_never_opens() -> None:
+    _, things, closed = make(5)
+    with things.lease_if_open("a") as missing:
+        assert missing is None
+    assert things.names() == []
+    things.get("a")
+    with things.lease_if_open("a") as a:
+        assert a is not None and a.key == "a"
+        things.drop("a")
+        assert closed == []  # still leased
+    assert closed == ["a"]

@@ -63,7 +63,7 @@ class FileSink:
     def reset(self, slug: str) -> None:
         self._path(slug).unlink(missing_ok=True)
 
-    def idle(self) -> None:
+    def idle(self, paused: bool) -> None:
         pass
 
     def close(self) -> None:
