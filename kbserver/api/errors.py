@@ -42,7 +42,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     if exc.status_code == 405:
         message = f"method {request.method} is not allowed here; see /openapi.json"
     status = exc.status_code if exc.status_code < 500 else 400
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status)
+    headers = {"Allow": exc.headers["Allow"]} if exc.headers and "Allow" in exc.headers else None
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
 
 
 async def _unexpected(request: Request, exc: Exception) -> Response:

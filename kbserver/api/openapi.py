@@ -11,11 +11,22 @@ from pydantic.json_schema import models_json_schema
 from kbserver import __version__
 from kbserver.api.routes import ENDPOINTS
 from kbserver.api.schemas import ErrorOut
+from kbserver.core.model import AGENT_PATTERN, SLUG_PATTERN, VERSION_PATTERN
+from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN
 
 __all__ = ["openapi_document"]
 
 _REF = "#/components/schemas/{model}"
 _PARAM = re.compile(r"\{([a-z_]+)(?::path)?\}")
+# What the server checks in each path parameter (a value outside it is 400 or 404, never 5xx).
+_PATH_PARAMS: dict[str, dict[str, Any]] = {
+    "slug": {"type": "string", "pattern": SLUG_PATTERN},
+    "name": {"type": "string", "pattern": AGENT_PATTERN},
+    "version": {"type": "string", "pattern": VERSION_PATTERN},
+    "path": {"type": "string", "minLength": 1, "maxLength": MAX_PATH_BYTES, "pattern": PATH_PATTERN},
+    "proposal": {"type": "string", "minLength": 1},
+    "run": {"type": "string", "minLength": 1},
+}
 _ERRORS = {
     "400": "invalid_request",
     "401": "unauthorized",
@@ -74,7 +85,7 @@ def openapi_document(prefix: str = "/api/v1") -> dict[str, Any]:
         if e.admin:
             op["description"] = "Admin token only."
         params = [
-            {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+            {"name": name, "in": "path", "required": True, "schema": _PATH_PARAMS[name]}
             for name in _PARAM.findall(e.path)
         ]
         if e.query is not None:

@@ -204,8 +204,9 @@ async def list_agents(request: Request) -> Response:
 async def create_agent(request: Request) -> Response:
     who = await caller(request)
     req = await body(request, s.AgentCreate)
+    tools = [str(t) for t in req.tools]
     agent, token = await call(
-        agents.create, services_of(request), who, req.name, req.parent, req.tools, req.auto_record
+        agents.create, services_of(request), who, req.name, req.parent, tools, req.auto_record
     )
     return respond({**agent, "token": token}, 201)
 
@@ -388,6 +389,18 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 )
 
 
+def _by_method(handlers: dict[str, Handler]) -> Handler:
+    async def dispatch(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return dispatch
+
+
 def api_routes() -> list[Route]:
-    """Starlette routes of every endpoint (mounted under /api/v1)."""
-    return [Route(e.path, e.handler, methods=[e.method]) for e in ENDPOINTS]
+    """Starlette routes of every endpoint (mounted under /api/v1): one route per path with all of
+    its methods, so that a wrong method gets 405 with an `Allow` header naming every right one."""
+    by_path: dict[str, dict[str, Handler]] = {}
+    for e in ENDPOINTS:
+        by_path.setdefault(e.path, {})[e.method] = e.handler
+    return [Route(path, _by_method(handlers), methods=list(handlers)) for path, handlers in by_path.items()]

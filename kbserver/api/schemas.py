@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
 from kbserver.core.model import (
     AGENT_PATTERN,
     SLUG_PATTERN,
+    VERSION_PATTERN,
     FileEntry,
     Permission,
     VersionInfo,
     WriteRequest,
     WriteResult,
 )
+from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN
 
 __all__ = [
     "AgentCreate",
@@ -57,6 +59,22 @@ class _In(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# What /openapi.json states about the values the server checks (the services enforce them all).
+Version = Annotated[str, Field(pattern=VERSION_PATTERN, description="a version: a 40-hex commit id on main")]
+Slug = Annotated[str, Field(pattern=SLUG_PATTERN)]
+AgentName = Annotated[str, Field(pattern=AGENT_PATTERN)]
+FilePath = Annotated[
+    str,
+    Field(
+        min_length=1,
+        description="a KB file path (CONTRACT.md §3 Paths)",
+        json_schema_extra={"pattern": PATH_PATTERN, "maxLength": MAX_PATH_BYTES},
+    ),
+]
+SearchText = Annotated[str, Field(min_length=1, pattern=r"\S", description="non-blank search text")]
+ToolSet = Literal["context", "memory", "semantic", "typed", "auto", "memory_tool"]
+
+
 class ErrorBody(BaseModel):
     code: str
     message: str
@@ -94,11 +112,11 @@ class KBOut(BaseModel):
 
 class FilesQuery(_In):
     prefix: str = ""
-    version: str | None = None
+    version: Version | None = None
 
 
 class ReadQuery(_In):
-    version: str | None = None
+    version: Version | None = None
 
 
 class FilesOut(BaseModel):
@@ -114,9 +132,9 @@ class FileOut(BaseModel):
 
 
 class VersionsQuery(_In):
-    path: str | None = None
+    path: FilePath | None = None
     limit: int = Field(default=50, ge=1, le=200)
-    cursor: str | None = None
+    cursor: Version | None = None
 
 
 class VersionsOut(BaseModel):
@@ -135,7 +153,7 @@ class VersionDetail(VersionInfo):
 
 
 class RevertIn(_In):
-    version: str
+    version: Version
     message: str | None = Field(default=None, max_length=10_000)
 
 
@@ -154,7 +172,7 @@ class ReviewOut(BaseModel):
 
 
 class SearchQuery(_In):
-    q: str
+    q: SearchText
     limit: int = Field(default=10, ge=1, le=100)
     offset: int = Field(default=0, ge=0)
     prefix: str | None = None
@@ -173,7 +191,7 @@ class SearchOut(BaseModel):
 
 
 class IndexQuery(_In):
-    wait_for: str | None = None
+    wait_for: Version | None = None
     timeout: float = Field(default=10.0, ge=0, le=60)
 
 
@@ -224,8 +242,8 @@ class ProposalAccepted(BaseModel):
 
 
 class RunIn(_In):
-    kbs: list[str] | None = None
-    interactive: bool = False
+    kbs: list[Slug] | None = None
+    interactive: StrictBool = False
 
 
 class RunOut(BaseModel):
@@ -235,11 +253,15 @@ class RunOut(BaseModel):
     expires: str
 
 
+def _default_tools() -> list[ToolSet]:
+    return ["context"]
+
+
 class AgentCreate(_In):
     name: str = Field(pattern=AGENT_PATTERN)
-    parent: str | None = None
-    tools: list[str] = Field(default_factory=lambda: ["context"])
-    auto_record: bool = False
+    parent: AgentName | None = None
+    tools: list[ToolSet] = Field(default_factory=_default_tools, json_schema_extra={"uniqueItems": True})
+    auto_record: StrictBool = False
 
 
 class LinkOut(BaseModel):
@@ -264,5 +286,5 @@ class AgentsOut(BaseModel):
 
 
 class LinkIn(_In):
-    kb: str
+    kb: Slug
     permission: Permission

@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from kbserver.core.paths import normalize
+from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN, normalize
 
 __all__ = [
     "AGENT_PATTERN",
@@ -47,9 +47,19 @@ Permission = Literal["read", "read_write", "read_write_ask"]
 Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lowercase hex SHA-256 of the file")]
 Path = Annotated[
     str,
-    Field(min_length=1, description="relative, /-separated path inside the KB"),
+    Field(
+        min_length=1,
+        description="relative, /-separated path inside the KB (CONTRACT.md §3 Paths: at most 255 bytes "
+        "a segment, 1024 in all; no Windows device names, no .git, .gitmodules or .gitattributes)",
+        # published, not enforced here: check_path enforces it with messages that name the rule
+        json_schema_extra={"pattern": PATH_PATTERN, "maxLength": MAX_PATH_BYTES},
+    ),
     AfterValidator(normalize),  # NFC on every request: café in NFC and NFD is one file
 ]
+
+
+# File text: UTF-8 without NUL (published; the write engine refuses a NUL with a clear message).
+Text = Annotated[str, Field(json_schema_extra={"pattern": "^[^\\u0000]*$"})]
 
 
 class _Change(BaseModel):
@@ -61,14 +71,14 @@ class Create(_Change):
     """Create a new file; fails with already_exists if it exists."""
 
     mode: Literal["create"]
-    content: str
+    content: Text
 
 
 class Append(_Change):
     """Add content at the end of an existing file."""
 
     mode: Literal["append"]
-    content: str
+    content: Text
     expected_sha256: Sha256 | None = None
 
 
@@ -76,8 +86,8 @@ class Edit(_Change):
     """Replace old_string, which must occur exactly once, by new_string."""
 
     mode: Literal["edit"]
-    old_string: Annotated[str, Field(min_length=1)]
-    new_string: str
+    old_string: Annotated[Text, Field(min_length=1)]
+    new_string: Text
     expected_sha256: Sha256 | None = None
 
 
@@ -85,7 +95,7 @@ class Overwrite(_Change):
     """Replace the whole content of an existing file."""
 
     mode: Literal["overwrite"]
-    content: str
+    content: Text
     expected_sha256: Sha256 | None = None
 
 

@@ -16,6 +16,7 @@ from kbserver.core.errors import InvalidRequest
 __all__ = [
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
+    "PATH_PATTERN",
     "case_clash",
     "case_key",
     "check_path",
@@ -26,6 +27,14 @@ __all__ = [
 
 MAX_PATH_BYTES = 1024
 MAX_SEGMENT_BYTES = 255  # the name limit of ext4, NTFS, APFS (git clone fails past it)
+
+# The part of the rules a JSON Schema can state (published in /openapi.json): no control, format
+# or separator characters, no leading `/`, no empty segment, no segment ending in `.` or a space
+# (so no `.` or `..` either). `check_path` enforces all of it and the rest (lengths in bytes,
+# device names, git's names).
+_BAD_CHARS = r"\\\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
+_SEGMENT = f"[^/{_BAD_CHARS}]*[^/. {_BAD_CHARS}]"
+PATH_PATTERN = f"^{_SEGMENT}(?:/{_SEGMENT})*$"
 
 # Code points that HFS+ ignores when comparing names, so ".g\u200cit" is ".git" there. (All are
 # format characters, refused anyway; kept so the alias check stands on its own.)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -10,11 +11,14 @@ from pathlib import Path
 from dulwich.repo import Repo
 
 from kbserver.core.errors import AlreadyExists, NotFound
+from kbserver.core.model import SLUG_PATTERN
 from kbserver.core.pool import LeasePool
 from kbserver.store.repo import KBRepo
 from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
 
 __all__ = ["Repos"]
+
+_SLUG = re.compile(SLUG_PATTERN)
 
 
 class Repos:
@@ -32,9 +36,14 @@ class Repos:
         self._open = self._pool.kind("repo", self._open_repo, _close, _weigh)
 
     def path(self, slug: str) -> Path:
+        """`{root}/{slug}.git`. Raises NotFound for anything but a slug (`../outside` never leaves root)."""
+        if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
+            raise NotFound(f"KB {slug} does not exist", slug=slug)
         return self.root / f"{slug}.git"
 
     def exists(self, slug: str) -> bool:
+        if not isinstance(slug, str) or not _SLUG.fullmatch(slug):
+            return False
         return (self.path(slug) / "HEAD").is_file()
 
     def slugs(self) -> list[str]:

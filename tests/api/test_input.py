@@ -182,3 +182,71 @@ def test_optional_bodies_are_optional_in_openapi(client: TestClient, agent: dict
     assert doc["/api/v1/kbs/{slug}/proposals/{proposal}/reject"]["post"]["requestBody"]["required"] is False
     assert doc["/api/v1/kbs/{slug}/write"]["post"]["requestBody"]["required"] is True
     assert client.post("/api/v1/runs", headers=agent).status_code == 201
+
+
+def test_405_names_every_allowed_method(client: TestClient, kb: str, agent: dict[str, str]) -> None:
+    methods: dict[str, set[str]] = {}
+    for e in ENDPOINTS:
+        methods.setdefault(e.path, set()).add(e.method)
+    for path, allowed in methods.items():
+        url = "/api/v1" + (
+            path.replace("{slug}", kb)
+            .replace("{path:path}", "a.md")
+            .replace("{version}", "0" * 40)
+            .replace("{proposal}", "p1")
+            .replace("{name}", "bob")
+            .replace("{run}", "r1")
+        )
+        for method in ("PUT", "PATCH", "TRACE", "DELETE", "POST"):
+            if method in allowed:
+                continue
+            r = client.request(method, url, headers=agent)
+            assert r.status_code == 405, (method, url, r.text)
+            assert r.json()["error"]["code"] == "invalid_request"
+            expected = allowed | ({"HEAD"} if "GET" in allowed else set())
+            assert set(r.headers["allow"].replace(" ", "").split(",")) == expected, (method, url)
+    r = client.post("/healthz")
+    assert r.status_code == 405 and "GET" in r.headers["allow"]
+
+
+def test_openapi_states_the_constraints_the_server_enforces(client: TestClient) -> None:
+    from typing import get_args
+
+    from kbserver.api.schemas import ToolSet
+    from kbserver.core.paths import PATH_PATTERN
+    from kbserver.services.agents import TOOL_SETS
+
+    doc = client.get("/openapi.json").json()
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+
+    def param(path: str, method: str, name: str) -> dict[str, Any]:
+        [found] = [p for p in paths[path][method]["parameters"] if p["name"] == name]
+        return found["schema"]  # type: ignore[no-any-return]
+
+    def found(schema: Any, key: str) -> list[Any]:
+        """Every value of `key` in a schema, through anyOf and nesting."""
+        if isinstance(schema, dict):
+            return ([schema[key]] if key in schema else []) + [
+                v for item in schema.values() for v in found(item, key)
+            ]
+        if isinstance(schema, list):
+            return [v for item in schema for v in found(item, key)]
+        return []
+
+    hex40 = "^[0-9a-f]{40}$"
+    kb = "/api/v1/kbs/{slug}"
+    assert found(param(kb + "/versions/{version}", "get", "version"), "pattern") == [hex40]
+    assert found(param(kb + "/files", "get", "version"), "pattern") == [hex40]
+    assert found(param(kb + "/files/{path}", "get", "version"), "pattern") == [hex40]
+    assert found(param(kb + "/index", "get", "wait_for"), "pattern") == [hex40]
+    assert found(param(kb + "/versions", "get", "cursor"), "pattern") == [hex40]
+    assert found(schemas["RevertIn"]["properties"]["version"], "pattern") == [hex40]
+    search_q = param(kb + "/search", "get", "q")
+    assert search_q["minLength"] == 1 and search_q["pattern"] == r"\S"
+    assert param(kb + "/files/{path}", "get", "path")["pattern"] == PATH_PATTERN
+    assert found(param(kb + "/versions", "get", "path"), "pattern") == [PATH_PATTERN]
+    assert found(param(kb + "/versions", "get", "path"), "minLength") == [1]
+    assert found(schemas["Create"]["properties"]["path"], "pattern") == [PATH_PATTERN]
+    assert set(get_args(ToolSet)) == set(TOOL_SETS)
+    assert schemas["AgentCreate"]["properties"]["tools"]["items"]["enum"] == list(TOOL_SETS)
+    assert schemas["AgentCreate"]["properties"]["tools"]["uniqueItems"] is True
