@@ -162,7 +162,7 @@ class UndoIn(_In):
 
 
 class ReviewIn(_In):
-    version: str
+    version: Version
 
 
 class ReviewOut(BaseModel):
