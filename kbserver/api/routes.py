@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, RootModel
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from kbserver.api import schemas as s
@@ -79,10 +79,10 @@ async def archive(request: Request) -> Response:
     who = await caller(request)
     q = query(request, s.ReadQuery)
     slug = _slug(request)
-    version, data = await call(files.archive, services_of(request), who, slug, q.version)
+    version, chunks = await call(files.archive, services_of(request), who, slug, q.version)
     name = f"{slug}-{(version or 'empty')[:12]}.tar.gz"
-    return Response(
-        data,
+    return StreamingResponse(  # built file by file in the thread pool, never whole in memory
+        chunks,
         media_type="application/gzip",
         headers={"Content-Disposition": f'attachment; filename="{name}"', "X-KB-Version": version or ""},
     )

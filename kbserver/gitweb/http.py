@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
 import logging
 import re
+from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
+import anyio
 import anyio.to_thread
 from starlette.types import Receive, Scope, Send
 
@@ -20,13 +23,16 @@ from kbserver.gitweb.upload_pack import UploadPack, read_body, unreachable_want
 from kbserver.services import Services
 from kbserver.services.auth import authenticate, require_read
 
-__all__ = ["MAX_BODY_BYTES", "PROPOSALS_HEADER", "GitEdge", "git_app"]
+__all__ = ["MAX_BODY_BYTES", "MAX_PROCESSES", "PROPOSALS_HEADER", "QUEUE_SECONDS", "GitEdge", "git_app"]
 
 log = logging.getLogger("kbserver.gitweb")
 
+MAX_PROCESSES = 4  # `git upload-pack` processes at once; each may take a core and its memory
+QUEUE_SECONDS = 10.0  # how long a request waits for one of them before 503 (Retry-After)
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a fetch request is wants and haves; git's own default cap is 10 MB
 PROPOSALS_HEADER = "x-kb-proposals"  # `X-KB-Proposals: 1` from the admin: advertise refs/proposals/*
 _ROUTE = re.compile(r"/(?P<slug>[^/]+)\.git/(?P<action>info/refs|git-upload-pack)")
+_RETRY_AFTER = 5
 _V2_COMMANDS = ("ls-refs", "fetch")  # all that clone, fetch and ls-remote use
 _NO_GIT = "git clone needs C git on the server: install git (e.g. apt-get install git) and restart"
 _READ_ONLY = "this server is read-only over git; change a KB through the HTTP API or MCP"
@@ -48,12 +54,41 @@ class GitEdge:
     """
 
     def __init__(
-        self, services: Services, admin_token: str, *, git: str | None, max_body_bytes: int = MAX_BODY_BYTES
+        self,
+        services: Services,
+        admin_token: str,
+        *,
+        git: str | None,
+        max_body_bytes: int = MAX_BODY_BYTES,
+        max_processes: int = MAX_PROCESSES,
+        queue_seconds: float = QUEUE_SECONDS,
     ) -> None:
         self.services = services
         self.admin_token = admin_token
         self.git = git  # the C git binary; None answers 503 (there is no pure-Python fallback)
         self.max_body_bytes = max_body_bytes
+        self.max_processes = max_processes
+        self.queue_seconds = queue_seconds
+        self._slots: anyio.Semaphore | None = None  # made on first use, inside the event loop
+
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of `max_processes` git processes; waits up to `queue_seconds`, then Unavailable."""
+        if self._slots is None:
+            self._slots = anyio.Semaphore(self.max_processes)
+        acquired = False
+        with anyio.move_on_after(self.queue_seconds):  # bounds the wait only, never the serving
+            await self._slots.acquire()
+            acquired = True
+        if not acquired:
+            raise Unavailable(
+                f"{self.max_processes} clones or fetches are running already; retry in a few seconds",
+                retry_after=_RETRY_AFTER,
+            )
+        try:
+            yield
+        finally:
+            self._slots.release()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -106,16 +141,19 @@ class GitEdge:
         )
         try:
             if action == "info/refs":
-                await pack.advertise(receive, send)
+                async with self._slot():
+                    await pack.advertise(receive, send)
                 return
+            # The body is read before taking a slot, so a slow client cannot hold one while it sends.
             body = await read_body(receive, headers.get("content-encoding"), self.max_body_bytes)
             if body is None:
                 return  # the client went away
-            refusal = await self._refusal(pack, body)
-            if refusal is not None:
-                await _send_git_error(send, refusal)
-                return
-            await pack.serve(body, receive, send)
+            async with self._slot():
+                refusal = await self._refusal(pack, body)
+                if refusal is not None:
+                    await _send_git_error(send, refusal)
+                    return
+                await pack.serve(body, receive, send)
         except (FileNotFoundError, PermissionError) as err:  # the binary went away since startup
             log.error("cannot run %s: %s", self.git, err)
             raise Unavailable(_NO_GIT) from None
@@ -193,6 +231,8 @@ async def _send_error(scope: Scope, send: Send, err: KBError) -> None:
     if status == 405:
         allow = b"POST" if scope["path"].endswith("git-upload-pack") else b"GET"
         headers.append((b"allow", allow))
+    if status == 503 and "retry_after" in err.details:
+        headers.append((b"retry-after", str(err.details["retry_after"]).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

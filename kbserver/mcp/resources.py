@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import mimetypes
+import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -37,6 +38,9 @@ def mime_type(path: str) -> str:
     return guessed or "text/plain"
 
 
+_CURSOR = re.compile(r"([a-z0-9][a-z0-9-]{0,62})/([0-9]{1,12})")
+
+
 def resource_page(
     services: Services,
     caller: Caller,
@@ -46,41 +50,41 @@ def resource_page(
 ) -> tuple[list[Resource], str | None]:
     """One page of the files the caller sees as resources: the run's snapshot, else the current heads.
 
-    Raises InvalidRequest for a cursor this server did not hand out.
+    Lazy: a page reads the KBs from the cursor's on, and of those only the files up to the page's
+    end (`{slug}/{n}`: the n-th file of KB `slug` starts the next page). Raises InvalidRequest for a
+    cursor this server did not hand out.
     """
-    if cursor is None:
-        offset = 0
-    elif isinstance(cursor, str) and cursor.isdigit():
-        offset = int(cursor)
-    else:
-        raise InvalidRequest("unknown cursor; start again without one", cursor=str(cursor))
+    start_slug, skip = "", 0
+    if cursor is not None:
+        parsed = _CURSOR.fullmatch(cursor) if isinstance(cursor, str) else None
+        if parsed is None:
+            raise InvalidRequest("unknown cursor; start again without one", cursor=str(cursor))
+        start_slug, skip = parsed[1], int(parsed[2])
     if mounts is not None:
         slugs = sorted(mounts)
     else:
-        slugs = [str(kb["slug"]) for kb in kbs.visible(services, caller)]
-    entries: list[Resource] = []
-    for slug in slugs:
+        slugs = sorted(str(kb["slug"]) for kb in kbs.visible(services, caller))
+    page: list[Resource] = []
+    for slug in (s for s in slugs if s >= start_slug):
+        start = skip if slug == start_slug else 0
+        version: str | None
         try:
             if run_id is not None:
-                listing = runs.list_files(services, caller, run_id, slug)
+                version = runs.mounted(services, caller, run_id, slug)
             else:
-                listing = files.listing(services, caller, slug)
+                version = files.visible_version(services, caller, slug)
         except KBError:  # unlinked or deleted since the run started: nothing to show
             continue
-        found = listing["files"]
-        assert isinstance(found, list)
+        found, more = files.entry_page(services, slug, version, start, PAGE_SIZE - len(page))
         for f in found:
-            entries.append(
-                Resource(
-                    uri=uri(slug, f["path"]),
-                    name=f"{slug}/{f['path']}",
-                    mime_type=mime_type(f["path"]),
-                    size=f["size"],
-                )
-            )
-    page = entries[offset : offset + PAGE_SIZE]
-    more = offset + PAGE_SIZE < len(entries)
-    return page, str(offset + PAGE_SIZE) if more else None
+            name = f"{slug}/{f.path}"
+            page.append(Resource(uri=uri(slug, f.path), name=name, mime_type=mime_type(f.path), size=f.size))
+        if more:
+            return page, f"{slug}/{start + len(found)}"
+        if len(page) == PAGE_SIZE:  # full at the end of this KB: the next page starts with the next KB
+            following = [s for s in slugs if s > slug]
+            return page, (f"{following[0]}/0" if following else None)
+    return page, None
 
 
 def register_resources(server: MCPServer[Any], binding: Binding) -> None:

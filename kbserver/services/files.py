@@ -7,7 +7,8 @@ import io
 import os
 import shutil
 import tarfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import islice
 from pathlib import Path
 
 from kbserver.core.errors import InvalidRequest, NotFound
@@ -15,8 +16,9 @@ from kbserver.core.model import Caller, FileEntry
 from kbserver.core.paths import check_path, check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
+from kbserver.store import KBRepo
 
-__all__ = ["archive", "export", "list_at", "listing", "read", "read_at"]
+__all__ = ["archive", "entry_page", "export", "list_at", "listing", "read", "read_at", "visible_version"]
 
 
 def list_at(services: Services, slug: str, version: str | None, prefix: str = "") -> dict[str, object]:
@@ -31,6 +33,28 @@ def list_at(services: Services, slug: str, version: str | None, prefix: str = ""
         size, sha256 = repo.digest(blob)
         files.append(FileEntry(path=path, size=size, sha256=sha256))
     return {"version": resolved, "files": [f.model_dump() for f in files]}
+
+
+def entry_page(
+    services: Services, slug: str, version: str | None, start: int, limit: int
+) -> tuple[list[FileEntry], bool]:
+    """Up to `limit` files at `version` (resolved) from the `start`-th in path order, and whether
+    more follow. Lazy: the tree is walked no further than one past the page, and only the page's
+    files are read (for their size and sha256)."""
+    repo = services.repos.repo(slug)
+    page: list[FileEntry] = []
+    for path, blob in islice(repo.view(version).walk(), start, None):
+        if len(page) == limit:
+            return page, True
+        size, sha256 = repo.digest(blob)
+        page.append(FileEntry(path=path, size=size, sha256=sha256))
+    return page, False
+
+
+def visible_version(services: Services, caller: Caller, slug: str) -> str | None:
+    """The head of a KB the caller may read. Raises NotFound."""
+    require_read(services, caller, slug)
+    return services.repos.repo(slug).head()
 
 
 def read_at(services: Services, slug: str, path: str, version: str | None) -> dict[str, object]:
@@ -136,19 +160,46 @@ def _remove(tree: Path) -> None:
 
 def archive(
     services: Services, caller: Caller, slug: str, version: str | None = None
-) -> tuple[str | None, bytes]:
-    """A tar.gz of the files at `version` under `{slug}/`. Raises NotFound, InvalidRequest."""
+) -> tuple[str | None, Iterator[bytes]]:
+    """A tar.gz of the files at `version` under `{slug}/`, produced piece by piece as it is read.
+
+    Checks happen at once (raises NotFound, InvalidRequest); the chunks come one file at a time, so
+    memory stays at about one file (at most the KB's file size limit) whatever the KB's size.
+    """
     require_read(services, caller, slug)
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
-    out = io.BytesIO()
     mtime = 0
     if resolved:
         mtime = int(repo.get(resolved.encode()).commit_time)  # type: ignore[attr-defined]
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for path, blob in repo.view(resolved).walk():
+    return resolved, _tar_chunks(repo, slug, resolved, mtime)
+
+
+class _Chunks:
+    """A write-only file object whose bytes are taken out as chunks."""
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+
+    def write(self, data: bytes) -> int:
+        self._parts.append(bytes(data))
+        return len(data)
+
+    def take(self) -> bytes:
+        out = b"".join(self._parts)
+        self._parts.clear()
+        return out
+
+
+def _tar_chunks(repo: KBRepo, slug: str, version: str | None, mtime: int) -> Iterator[bytes]:
+    sink = _Chunks()
+    with tarfile.open(fileobj=sink, mode="w|gz") as tar:  # type: ignore[call-overload]
+        for path, blob in repo.view(version).walk():
             data = repo.object(blob).as_raw_string()
             member = tarfile.TarInfo(f"{slug}/{path}")
             member.size, member.mode, member.mtime = len(data), 0o444, mtime
             tar.addfile(member, io.BytesIO(data))
-    return resolved, out.getvalue()
+            chunk = sink.take()
+            if chunk:
+                yield chunk
+    yield sink.take()

@@ -12,7 +12,7 @@ from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.files import list_at, read_at
 
-__all__ = ["list_files", "owned_run", "read_file", "start"]
+__all__ = ["list_files", "mounted", "owned_run", "read_file", "start"]
 
 
 def start(
@@ -51,7 +51,8 @@ def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:
     return run
 
 
-def _mounted(services: Services, caller: Caller, run_id: str, slug: str) -> str:
+def mounted(services: Services, caller: Caller, run_id: str, slug: str) -> str:
+    """The version of `slug` the caller's run pinned. Raises NotFound."""
     run = owned_run(services, caller, run_id)
     version = run.mounts.get(slug)
     if version is None:
@@ -64,9 +65,9 @@ def list_files(
     services: Services, caller: Caller, run_id: str, slug: str, prefix: str = ""
 ) -> dict[str, object]:
     """The files of `slug` at the run's pinned version. Raises NotFound."""
-    return list_at(services, slug, _mounted(services, caller, run_id, slug), prefix)
+    return list_at(services, slug, mounted(services, caller, run_id, slug), prefix)
 
 
 def read_file(services: Services, caller: Caller, run_id: str, slug: str, path: str) -> dict[str, object]:
     """One file of `slug` at the run's pinned version. Raises NotFound, InvalidRequest."""
-    return read_at(services, slug, path, _mounted(services, caller, run_id, slug))
+    return read_at(services, slug, path, mounted(services, caller, run_id, slug))

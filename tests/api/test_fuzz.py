@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from kbserver.services import Services
-from tests.helpers import state
+from tests.helpers import git_fsck, state
 
 CODES = {
     "invalid_request",
@@ -123,3 +123,152 @@ def test_paths_and_queries(
         if "timeout" in params:
             params = {**params, "timeout": "0"}
         check(client.get(url, params=params, headers=agent))
+
+
+# --- admin calls ---------------------------------------------------------------------------------
+
+ADMIN_HEADERS = {"Authorization": "Bearer test-admin-token"}
+admin_calls = st.sampled_from(
+    [
+        ("POST", "/api/v1/kbs"),
+        ("POST", "/api/v1/agents"),
+        ("POST", "/api/v1/agents/bob/links"),
+        ("POST", "/api/v1/agents/{segment}/links"),
+        ("DELETE", "/api/v1/agents/{segment}"),
+        ("DELETE", "/api/v1/agents/bob/links/{segment}"),
+        ("POST", "/api/v1/agents/{segment}/token"),
+        ("POST", "/api/v1/kbs/{kb}/write"),
+        ("POST", "/api/v1/kbs/{kb}/revert"),
+        ("POST", "/api/v1/kbs/{kb}/review"),
+        ("POST", "/api/v1/kbs/{kb}/versions/{segment}/undo"),
+        ("POST", "/api/v1/kbs/{kb}/proposals/{segment}/approve"),
+        ("POST", "/api/v1/kbs/{kb}/proposals/{segment}/reject"),
+        ("GET", "/api/v1/kbs/{segment}/files"),
+        ("GET", "/api/v1/agents/{segment}"),
+    ]
+)
+admin_bodies = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "slug": st.one_of(st.text(max_size=70), st.just("notes"), st.just("../outside")),
+            "description": json_values,
+            "name": st.one_of(st.text(max_size=70), st.just("bob")),
+            "parent": json_values,
+            "tools": st.one_of(
+                json_values, st.lists(st.sampled_from(["context", "memory", "x"]), max_size=3)
+            ),
+            "auto_record": json_values,
+            "kb": st.one_of(st.text(max_size=20), st.just("notes")),
+            "permission": st.one_of(st.text(max_size=20), st.sampled_from(["read", "read_write", "admin"])),
+            "version": st.one_of(st.text(max_size=45), st.just("0" * 40)),
+            "message": json_values,
+            "reason": json_values,
+        },
+    ),
+)
+
+
+@FUZZ
+@given(call=admin_calls, segment=st.text(max_size=30), body=admin_bodies)
+def test_admin_calls(
+    client: TestClient,
+    services: Services,
+    kb: str,
+    agent: dict[str, str],
+    call: tuple[str, str],
+    segment: str,
+    body: Any,
+) -> None:
+    method, template = call
+    url = template.format(kb=kb, segment=quote(segment, safe="") or "x")
+    before = state(services, kb)
+    r = client.request(method, url, content=json.dumps(body), headers=ADMIN_HEADERS)
+    check(r)
+    if r.status_code >= 400:
+        assert state(services, kb) == before
+
+
+# --- MCP tool arguments ----------------------------------------------------------------------------
+
+ALL_TOOL_SETS = ["context", "memory", "semantic", "typed", "auto", "memory_tool"]
+tool_arguments = st.dictionaries(
+    st.one_of(
+        st.sampled_from(
+            [
+                "kb",
+                "path",
+                "prefix",
+                "version",
+                "files",
+                "message",
+                "query",
+                "limit",
+                "content",
+                "id",
+                "type",
+                "command",
+                "search",
+                "offset",
+                "old_string",
+                "new_string",
+                "tags",
+                "metadata",
+                "summary",
+                "file_text",
+                "view_range",
+                "insert_line",
+                "date",
+                "importance",
+                "taskId",
+                "timeout",
+                "x",
+            ]
+        ),
+        st.text(max_size=8),
+    ),
+    json_values
+    | st.sampled_from(["notes", "../outside", "README.md", "/memories/a.md", "0" * 40, "view", "create"]),
+    max_size=5,
+)
+
+
+def _check_tool_result(result: Any) -> None:
+    text = " ".join(getattr(c, "text", "") for c in result.content)
+    assert "Traceback" not in text, text
+    if result.is_error:
+        # never the SDK's sanitised "Error executing tool" of an unexpected exception
+        code = text.split(":", 1)[0]
+        assert code in CODES | {"not_pending", "unavailable"}, text
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    calls=st.lists(st.tuples(st.integers(0, 99), tool_arguments), min_size=1, max_size=6),
+    who=st.sampled_from(["agent", "admin"]),
+)
+def test_mcp_tool_arguments(
+    services: Services, kb: str, calls: list[tuple[int, dict[str, Any]]], who: str
+) -> None:
+    """Every tool of every tool set, as an agent and as the admin, with arguments of any shape."""
+    import anyio
+    from mcp import Client
+
+    from kbserver.mcp import Binding, build_server
+    from kbserver.services.auth import ADMIN, caller_for
+    from tests.helpers import make_agent
+
+    if services.control.agent("fuzz") is None:
+        make_agent(services, "fuzz", {kb: "read_write"}, tools=ALL_TOOL_SETS)
+
+    async def run() -> None:
+        who_calls = (lambda: ADMIN) if who == "admin" else (lambda: caller_for(services, "fuzz"))
+        async with Client(build_server(Binding(services, who_calls))) as client:
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert len(names) >= (5 if who == "admin" else 10)  # the agent has every tool set
+            for pick, args in calls:
+                _check_tool_result(await client.call_tool(names[pick % len(names)], args))
+
+    anyio.run(run)
+    git_fsck(services.repos.path(kb))  # whatever was accepted left a sound repository
