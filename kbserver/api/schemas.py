@@ -11,6 +11,7 @@ from kbserver.core.model import (
     SLUG_PATTERN,
     VERSION_PATTERN,
     FileEntry,
+    Message,
     Permission,
     VersionInfo,
     WriteRequest,
@@ -154,11 +155,11 @@ class VersionDetail(VersionInfo):
 
 class RevertIn(_In):
     version: Version
-    message: str | None = Field(default=None, max_length=10_000)
+    message: Message | None = None
 
 
 class UndoIn(_In):
-    message: str | None = Field(default=None, max_length=10_000)
+    message: Message | None = None
 
 
 class ReviewIn(_In):

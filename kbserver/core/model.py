@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from kbserver.core.messages import MAX_MESSAGE_BYTES
 from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN, normalize
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "FileEntry",
     "FileResult",
     "Limits",
+    "Message",
     "Overwrite",
     "Permission",
     "VersionInfo",
@@ -57,6 +59,17 @@ Path = Annotated[
     AfterValidator(normalize),  # NFC on every request: café in NFC and NFD is one file
 ]
 
+
+# A caller's commit message, as /openapi.json states it: core.messages.check_message enforces it
+# (at most 4 KiB of UTF-8, so at most that many characters; no control characters but newline and
+# tab; no `Kb-…:` line, which no JSON Schema pattern can say).
+Message = Annotated[
+    str,
+    Field(
+        max_length=MAX_MESSAGE_BYTES,
+        json_schema_extra={"pattern": "^[^\\u0000-\\u0008\\u000b-\\u001f\\u007f-\\u009f]*$"},
+    ),
+]
 
 # File text: UTF-8 without NUL (published; the write engine refuses a NUL with a clear message).
 Text = Annotated[str, Field(json_schema_extra={"pattern": "^[^\\u0000]*$"})]
@@ -113,7 +126,7 @@ class WriteRequest(BaseModel):
     """One write: all of its files change in one version, or none does."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    message: str | None = Field(default=None, max_length=10_000)
+    message: Message | None = None
     run_id: str | None = Field(default=None, max_length=100)
     files: list[FileChange] = Field(min_length=1)
 
