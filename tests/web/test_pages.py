@@ -10,7 +10,7 @@ from starlette.routing import Mount
 from starlette.testclient import TestClient
 
 from kbserver.config import Settings
-from kbserver.core.model import Create, WriteRequest
+from kbserver.core.model import Create, Overwrite, WriteRequest
 from kbserver.services import Services, writes
 from kbserver.services.auth import caller_for
 from kbserver.web import admin_app
@@ -260,11 +260,11 @@ def test_a_human_edit_through_the_form(web: tuple[TestClient, str], services: Se
 
 
 def test_a_session_expires(settings: Settings, services: Services, kb: str) -> None:
-    app = Starlette(routes=[Mount("/admin", app=admin_app(services, ADMIN_TOKEN, session_seconds=1))])
+    app = Starlette(routes=[Mount("/admin", app=admin_app(services, ADMIN_TOKEN, session_seconds=3))])
     with TestClient(app) as client:
         log_in(client)
         assert client.get("/admin/kbs/notes", follow_redirects=False).status_code == 200
-        time.sleep(2.1)  # past the session's lifetime (whole seconds in the signed cookie)
+        time.sleep(4.1)  # past the session's lifetime (the signed cookie counts whole seconds)
         r = client.get("/admin/kbs/notes", follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/admin/login?next=/admin/kbs/notes"
 
@@ -288,3 +288,28 @@ def test_a_long_review_goes_page_by_page(
     assert page.count('<article class="write"') == 2
     up_to = re.search(r'name="version" value="([0-9a-f]{40})"', page).group(1)  # type: ignore[union-attr]
     assert up_to == made[-1]
+
+
+def test_delete_asks_first_and_never_deletes_a_changed_file(
+    web: tuple[TestClient, str], services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    client, csrf = web
+    bob = caller_for(services, "bob")
+    created = Create(mode="create", path="a.md", content="one\n")
+    writes.submit(services, bob, kb, WriteRequest(files=[created]))
+    page = client.get("/admin/kbs/notes/delete/a.md").text
+    assert "Delete the file" in page
+    expected = re.search(r'name="expected_sha256" value="([0-9a-f]{64})"', page).group(1)  # type: ignore[union-attr]
+    change = Overwrite(mode="overwrite", path="a.md", content="two\n")
+    writes.submit(services, bob, kb, WriteRequest(files=[change]))  # meanwhile, an agent changes it
+    before = state(services, kb)
+    form = {"csrf": csrf, "path": "a.md", "expected_sha256": expected}
+    r = client.post("/admin/kbs/notes/delete", data=form, follow_redirects=False)
+    assert r.status_code == 409 and "stale" in r.text and state(services, kb) == before
+    fresh = re.search(r'name="expected_sha256" value="([0-9a-f]{64})"', r.text).group(1)  # type: ignore[union-attr]
+    form["expected_sha256"] = fresh
+    r = client.post("/admin/kbs/notes/delete", data=form, follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/admin/kbs/notes"
+    head = services.repos.repo(kb).head()
+    assert head and services.repos.repo(kb).view(head).read("a.md") is None
+    assert "human edit" in client.get(f"/admin/kbs/notes/versions/{head}").text
