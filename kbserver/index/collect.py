@@ -26,9 +26,13 @@ __all__ = ["collect"]
 
 
 def collect(
-    searcher: Any, query: Any, limit: int, tiers: Sequence[Set[int]] = ()
+    searcher: Any,
+    query: Any,
+    limit: int,
+    tiers: Sequence[Set[int]] = (),
+    exclude: Set[int] = frozenset(),
 ) -> tuple[list[tuple[float, int]], int]:
-    """The best `limit` (score, docnum) pairs and the number of all matches of `query`.
+    """The best `limit` (score, docnum) pairs and the number of all matches of `query` not in `exclude`.
 
     A document in more of the `tiers` (sets of document numbers) ranks above one in fewer, then
     by BM25F score, then by lower document number, so consecutive pages never overlap. The score
@@ -42,6 +46,9 @@ def collect(
         matcher = query.matcher(sub, context)
         while matcher.is_active():
             docnum = offset + matcher.id()
+            if docnum in exclude:
+                matcher.next()
+                continue
             item = (sum(docnum in tier for tier in tiers), float(matcher.score()), -docnum)
             total += 1
             if len(heap) < limit:

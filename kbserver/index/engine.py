@@ -344,7 +344,8 @@ class SearchIndex:
             tiers = [frozenset(searcher.docs_for_query(tier)) for tier in parsed.tiers]
             full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
             # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
-            ranked, total = collect(searcher, full, offset + limit, tiers)
+            excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()
+            ranked, total = collect(searcher, full, offset + limit, tiers, excluded)
             hits = []
             for score, docnum in ranked[offset : offset + limit]:
                 stored = searcher.stored_fields(docnum)

@@ -49,9 +49,10 @@ class _Clause:
 
 @dataclass(frozen=True)
 class ParsedQuery:
-    """What to run: `match` selects and scores the hits; `tiers` rank some of them higher."""
+    """What to run: `match` selects and scores the hits but `exclude`; `tiers` rank some higher."""
 
     match: Any | None  # None: the text has nothing searchable (only stop words or punctuation)
+    exclude: Any | None  # files matching it are left out
     tiers: tuple[Any, ...]  # each a boolean query: a hit matching more of them ranks higher
     highlight: frozenset[str]  # index terms to mark in snippets
 
@@ -99,11 +100,11 @@ def _clauses(text: str) -> list[_Clause]:
                 negated, word = word[0] == "-", word[1:]
         tokens = tuple(t.text for t in TEXT_ANALYZER(word if word is not None else m.group("phrase")))
         tokens = tokens[:budget]
+        negated, negate_next = negated or negate_next, False  # NOT applies to the next chunk only
         if not tokens:
             continue
         budget -= len(tokens)
-        clauses.append(_Clause(tokens, quoted, negated or negate_next))
-        negate_next = False
+        clauses.append(_Clause(tokens, quoted, negated))
         if budget <= 0:
             break
     return clauses
@@ -123,7 +124,7 @@ def parse_query(text: str) -> ParsedQuery:
     words = _query_words(clauses)
     if not words and not phrases:
         # Only exclusions (or nothing searchable): there is no ranking to do, so nothing matches.
-        return ParsedQuery(match=None, tiers=(), highlight=frozenset())
+        return ParsedQuery(match=None, exclude=None, tiers=(), highlight=frozenset())
     required = [_phrase(p) for p in phrases]
     if not words:
         match = required[0] if len(required) == 1 else q.And(required)
@@ -131,12 +132,13 @@ def parse_query(text: str) -> ParsedQuery:
         match = _any([_term(t) for t in words] + required)
         if required:
             match = q.Require(match, required[0] if len(required) == 1 else q.And(required))
+    # Exclusions are a set of documents the collector skips, not q.AndNot: AndNotMatcher checks only
+    # for equal ids when it starts, so a first match after the first excluded document slips through.
     negative = [_phrase(c.tokens) for c in clauses if c.negated]
-    if negative:
-        match = q.AndNot(match, _any(negative))
+    exclude = _any(negative) if negative else None
     tiers: list[Any] = []
     if len(words) > 1:
         tiers.append(q.And([_term(t) for t in words]))  # every word somewhere in the file
         tiers.append(_phrase(words))  # the words in the order asked, side by side
     highlight = frozenset(words) | frozenset(t for p in phrases for t in p)
-    return ParsedQuery(match=match, tiers=tuple(tiers), highlight=highlight)
+    return ParsedQuery(match=match, exclude=exclude, tiers=tuple(tiers), highlight=highlight)

@@ -114,3 +114,26 @@ def test_searcher_refresh_shows_a_replaced_document_twice(tmp_path: Path) -> Non
         assert "second" in result.hits[0].snippet
     finally:
         ix.close()
+
+
+def test_andnot_find_first_misses_an_excluded_first_match(tmp_path: Path) -> None:
+    """AndNotMatcher._find_first looks for the excluded side only on an equal id, not a lower one."""
+    docs = {"a.md": "black cat", "b.md": "birthday black cake", "c.md": "birthday party"}
+    (tmp_path / "raw").mkdir()
+    raw = FileStorage(str(tmp_path / "raw")).create_index(make_schema())
+    writer = raw.writer()
+    for path, text in docs.items():
+        writer.add_document(**to_document(path, text))
+    writer.commit()
+    with raw.searcher() as searcher:
+        wrong = q.AndNot(q.Term("body", "birthday"), q.Term("body", "black"))
+        assert sorted(hit["path"] for hit in searcher.search(wrong)) == ["b.md", "c.md"]  # b.md has black
+
+    ix = SearchIndex(tmp_path / "ix")
+    try:
+        ix.update("v1", docs, [])
+        for query in ("birthday -black", "birthday NOT black"):
+            result = ix.search(query)
+            assert [h.path for h in result.hits] == ["c.md"] and result.total == 1
+    finally:
+        ix.close()
