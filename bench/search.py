@@ -1,6 +1,7 @@
 """Benchmark kbserver search end to end (service layer) next to SQLite FTS5 on the same corpus.
 
     python -m bench.search [--sizes 10000,100000] [--repeat 50]
+    python -m bench.search --qa [--repeat 100]     (question answering: bench/search_qa.py)
 
 For each size, a KB is seeded with C git fast-import from the deterministic mixed English/Chinese
 corpus of bench/search_engine.py (Markdown files in nested folders, bench/write.py's layout), then
@@ -383,7 +384,15 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated corpus sizes")
     parser.add_argument("--repeat", type=int, default=50, help="samples per timing")
+    parser.add_argument(
+        "--qa", action="store_true", help="the question-answering set instead (bench/search_qa.py)"
+    )
     args = parser.parse_args(argv)
+    if args.qa:
+        from bench.search_qa import main as qa_main
+
+        qa_main(args.repeat)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="kb-bench-search-"))
     results: dict[int, tuple[Side, Side]] = {}

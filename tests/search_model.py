@@ -1,7 +1,8 @@
 """Random corpora and queries for search, and a plain reference model of which files match.
 
 The model knows only the documented query rules (README "Search queries"): a query's unquoted
-words are ORed with question words dropped unless nothing else is left; quoted phrases must
+words are ORed with question words dropped unless nothing else is left (a Chinese bigram with a
+function character such as 么 keeps its other character); quoted phrases must
 occur; -word and NOT word exclude; OR, AND and operator characters change nothing. It shares the
 analyzer (tokens, stems, bigrams: tested on their own) and the question-word list with the index,
 and nothing else: no Whoosh, no query objects.
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from kbserver.index.analysis import is_cjk, terms
-from kbserver.index.query import QUERY_STOP_WORDS
+from kbserver.index.query import CJK_FUNCTION_CHARS, QUERY_STOP_WORDS
 
 EN = (
     "coffee tea morning meeting deploy river black green python garden running runs sister "
@@ -115,7 +116,15 @@ def expected(docs: dict[str, str], items: list[Item], prefix: str | None) -> Exp
             phrases.append(tokens)
         elif it.kind in ("neg", "not"):
             negated.append(tokens)
-    kept = [t for t in unquoted if t not in QUERY_STOP_WORDS] or unquoted
+    kept: list[str] = []
+    for t in unquoted:  # question words go; a Chinese bigram with a function character keeps the other
+        if t in QUERY_STOP_WORDS:
+            continue
+        if len(t) == 2 and is_cjk(t) and (t[0] in CJK_FUNCTION_CHARS or t[1] in CJK_FUNCTION_CHARS):
+            kept.extend(c for c in t if c not in CJK_FUNCTION_CHARS)
+        else:
+            kept.append(t)
+    kept = kept or unquoted
     words = tuple(dict.fromkeys(kept))
     if not words and not phrases:
         return Expected(frozenset(), {})

@@ -338,10 +338,16 @@ class SearchIndex:
                 return SearchResult([], 0, version)
             if not query.strip():
                 return self._list(searcher, constraint, limit, offset, version)
-            parsed = parse_query(query)
+            reader = searcher.reader()
+            parsed = parse_query(query, lambda field, text: (field, text) in reader)
             if parsed.match is None:
                 return SearchResult([], 0, version)
-            tiers = [frozenset(searcher.docs_for_query(tier)) for tier in parsed.tiers]
+            tiers: list[frozenset[int]] = []
+            for tier in parsed.tiers:  # each tier lies within the one before: stop at the first empty one
+                docs = frozenset(searcher.docs_for_query(tier))
+                if not docs:
+                    break
+                tiers.append(docs)
             full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
             # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
             excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()

@@ -11,6 +11,7 @@ OR and AND are accepted and change nothing. Any text is accepted: what the parse
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from whoosh import query as q
 from kbserver.index.analysis import TEXT_ANALYZER, is_cjk
 from kbserver.index.schema import CHARS, SEARCH_FIELDS
 
-__all__ = ["QUERY_STOP_WORDS", "ParsedQuery", "parse_query"]
+__all__ = ["CJK_FUNCTION_CHARS", "QUERY_STOP_WORDS", "ParsedQuery", "parse_query"]
 
 # A quoted phrase (an unclosed quote runs to the end), or a run of anything but space and quotes.
 _CHUNK = re.compile(r'(?P<neg>-?)"(?P<phrase>[^"]*)(?:"|\Z)|(?P<word>[^\s"]+)')
@@ -34,6 +35,7 @@ i me my mine myself he him his she her hers they them their theirs our ours its
 there here about any some all would should could might must shall so than then too very just
 also ever please tell know remember recall anything something thing things
 什么 怎么 怎样 为什 哪里 哪儿 哪个 哪些 谁 吗 呢 吧 啊 么 的 了 是 我 你 他 她 它
+s t d m ll re ve
 """
 QUERY_STOP_WORDS: frozenset[str] = frozenset(
     t.text for word in _QUESTION_WORDS.split() for t in TEXT_ANALYZER(word)
@@ -53,15 +55,22 @@ class ParsedQuery:
 
     match: Any | None  # None: the text has nothing searchable (only stop words or punctuation)
     exclude: Any | None  # files matching it are left out
-    tiers: tuple[Any, ...]  # each a boolean query: a hit matching more of them ranks higher
+    tiers: tuple[Any, ...]  # boolean queries, each matching a subset of the one before: more ranks higher
     highlight: frozenset[str]  # index terms to mark in snippets
 
 
-def _term(token: str) -> Any:
+HasTerm = Callable[[str, str], bool]
+
+
+def _everywhere(field: str, text: str) -> bool:
+    return True
+
+
+def _term(token: str, has: HasTerm) -> Any:
     if len(token) == 1 and is_cjk(token):
         # One CJK character: bigrams cannot find it, the unigram field can (see the analyzer notes).
-        return q.Term(CHARS, token)
-    return _fields([q.Term(field, token, boost=boost) for field, boost in SEARCH_FIELDS.items()])
+        return q.Term(CHARS, token) if has(CHARS, token) else q.NullQuery
+    return _fields([q.Term(f, token, boost=b) for f, b in SEARCH_FIELDS.items() if has(f, token)])
 
 
 def _fields(queries: list[Any]) -> Any:
@@ -71,14 +80,17 @@ def _fields(queries: list[Any]) -> Any:
     array in Python per field group; after 50 writes (7 segments) that made queries 2-4x slower
     (measured at 10k notes: zebra 4.5 -> 1.9 ms, git 9.5 -> 6.0 ms; same hits and scores).
     """
-    return q.DefaultOr(queries)
+    if not queries:
+        return q.NullQuery
+    return queries[0] if len(queries) == 1 else q.DefaultOr(queries)
 
 
-def _phrase(tokens: tuple[str, ...]) -> Any:
+def _phrase(tokens: tuple[str, ...], has: HasTerm) -> Any:
     if len(tokens) == 1:
-        return _term(tokens[0])
+        return _term(tokens[0], has)
     words = list(tokens)
-    return _fields([q.Phrase(field, words, boost=boost) for field, boost in SEARCH_FIELDS.items()])
+    fields = [(f, b) for f, b in SEARCH_FIELDS.items() if all(has(f, t) for t in words)]
+    return _fields([q.Phrase(f, words, boost=b) for f, b in fields])
 
 
 def _any(queries: list[Any]) -> Any:
@@ -110,35 +122,52 @@ def _clauses(text: str) -> list[_Clause]:
     return clauses
 
 
+# Chinese function characters: a question's bigram holding one ("么车" of "什么车") keeps only its
+# other character, searched on its own, so the topic word next to a question word is not lost.
+CJK_FUNCTION_CHARS: frozenset[str] = frozenset("的了吗呢吧啊么什哪谁怎是我你您")
+
+
+def _question_token(token: str) -> list[str]:
+    if token in QUERY_STOP_WORDS:
+        return []
+    if len(token) == 2 and is_cjk(token) and not CJK_FUNCTION_CHARS.isdisjoint(token):
+        return [ch for ch in token if ch not in CJK_FUNCTION_CHARS]
+    return [token]
+
+
 def _query_words(clauses: list[_Clause]) -> tuple[str, ...]:
     """The distinct unquoted positive tokens in order, question words dropped unless that leaves none."""
     words = [t for c in clauses if not c.negated and not c.quoted for t in c.tokens]
-    kept = [t for t in words if t not in QUERY_STOP_WORDS] or words
+    kept = [k for t in words for k in _question_token(t)] or words
     return tuple(dict.fromkeys(kept))
 
 
-def parse_query(text: str) -> ParsedQuery:
-    """Turn what a user typed into queries over the searchable fields; any text is accepted."""
+def parse_query(text: str, has: HasTerm = _everywhere) -> ParsedQuery:
+    """Turn what a user typed into queries over the searchable fields; any text is accepted.
+
+    `has(field, term)` says whether the index holds a term; terms it lacks are left out of the
+    queries (a question's words over five fields is a tree of dozens of matchers, most of them empty).
+    """
     clauses = _clauses(text)
     phrases = list(dict.fromkeys(c.tokens for c in clauses if c.quoted and not c.negated))
     words = _query_words(clauses)
     if not words and not phrases:
         # Only exclusions (or nothing searchable): there is no ranking to do, so nothing matches.
         return ParsedQuery(match=None, exclude=None, tiers=(), highlight=frozenset())
-    required = [_phrase(p) for p in phrases]
+    required = [_phrase(p, has) for p in phrases]
     if not words:
         match = required[0] if len(required) == 1 else q.And(required)
     else:
-        match = _any([_term(t) for t in words] + required)
+        match = _any([_term(t, has) for t in words] + required)
         if required:
             match = q.Require(match, required[0] if len(required) == 1 else q.And(required))
     # Exclusions are a set of documents the collector skips, not q.AndNot: AndNotMatcher checks only
     # for equal ids when it starts, so a first match after the first excluded document slips through.
-    negative = [_phrase(c.tokens) for c in clauses if c.negated]
+    negative = [_phrase(c.tokens, has) for c in clauses if c.negated]
     exclude = _any(negative) if negative else None
     tiers: list[Any] = []
     if len(words) > 1:
-        tiers.append(q.And([_term(t) for t in words]))  # every word somewhere in the file
-        tiers.append(_phrase(words))  # the words in the order asked, side by side
+        tiers.append(q.And([_term(t, has) for t in words]))  # every word somewhere in the file
+        tiers.append(_phrase(words, has))  # the words in the order asked, side by side
     highlight = frozenset(words) | frozenset(t for p in phrases for t in p)
     return ParsedQuery(match=match, exclude=exclude, tiers=tuple(tiers), highlight=highlight)
