@@ -214,6 +214,14 @@ def test_search_equals_brute_force_cosine(
     q = embedder.query(query)
     candidates = [p for p in files if prefix is None or p.startswith(prefix)]
     scores = {p: float(_vectors[files[p]] @ q) for p in candidates}
-    assert [h.path for h in got] == sorted(candidates, key=lambda p: (-scores[p], p))[:limit]
+    # Files with the same text tie only up to float rounding (a cached vector against a fresh one,
+    # a matrix product against one dot product), so the order is checked within that tolerance.
+    paths = [h.path for h in got]
+    assert len(paths) == len(set(paths)) == min(limit, len(candidates))
+    assert set(paths) <= set(candidates)
     for hit in got:
         assert hit.score == pytest.approx(scores[hit.path], abs=1e-5)
+    for before, after in itertools.pairwise(paths):
+        assert scores[before] >= scores[after] - 1e-5
+    if paths:
+        assert all(scores[p] <= scores[paths[-1]] + 1e-5 for p in candidates if p not in paths)
