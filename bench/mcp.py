@@ -53,7 +53,12 @@ def _serve(data: str, port: int) -> None:
     from kbserver.config import Settings
     from kbserver.services import Services
 
-    settings = Settings(data=Path(data), port=port, admin_token=TOKEN, sample=False, log_level="WARNING")
+    follower = (
+        "worker" if os.environ.get("KBBENCH_FOLLOWER") == "worker" else "embedded"
+    )  # bench/search_qa.py
+    settings = Settings(
+        data=Path(data), port=port, admin_token=TOKEN, sample=False, log_level="WARNING", follower=follower
+    )
     services = Services(settings.data, settings.options())
     app = create_app(settings, services, mcp_extra_tools=[noop])  # the shipped app has no noop tool
     try:

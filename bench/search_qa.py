@@ -16,7 +16,8 @@ In one run it measures:
 - service-level write p50 (one-file append, `writes.submit`, fsync on, embedded indexer running)
   and commit->searchable p50 (submit an overwrite holding a fresh word, wait for the index to cover
   its version, then `search.query` until it finds the note);
-- on a live server (uvicorn subprocess, the full app plus a `noop` MCP tool, as bench/mcp.py):
+- on a live server (uvicorn subprocess, the full app plus a `noop` MCP tool, as bench/mcp.py),
+  once indexing in the serving process (embedded follower) and once with `kbserver worker`:
   HTTP `GET /healthz` and `POST /write` p50, MCP `noop` and `search_context` p50/p95 with the
   official client over Streamable HTTP, and commit->searchable over HTTP (POST /write, GET
   /index?wait_for=, GET /search).
@@ -274,17 +275,23 @@ async def _mcp(
 
 
 def live(
-    data: Path, token: str, questions: list[tuple[str, list[str]]], repeat: int
+    data: Path, token: str, questions: list[tuple[str, list[str]]], repeat: int, follower: str
 ) -> dict[str, list[float]]:
+    """The live-server measures; `follower` embedded (serve indexes) or worker (`kbserver worker`)."""
     import httpx2
 
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     root = str(HERE.parent)
     env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env["KBBENCH_FOLLOWER"] = follower
     proc = subprocess.Popen(
         [sys.executable, "-m", "bench.mcp", "--serve", str(data), str(port)], cwd=root, env=env
     )
+    worker = None
+    if follower == "worker":
+        command = [sys.executable, "-m", "kbserver.cli", "worker", "--data", str(data)]
+        worker = subprocess.Popen(command, cwd=root, env=env, stdout=subprocess.DEVNULL)
     try:
         _wait_healthy(url, proc)
         headers = {"Authorization": f"Bearer {token}"}
@@ -319,8 +326,10 @@ def live(
         out.update(asyncio.run(_mcp(url, token, questions, repeat)))
         return out
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+        for child in (proc, worker):
+            if child is not None:
+                child.terminate()
+                child.wait(timeout=30)
 
 
 def _row(name: str, samples: list[float], target: str = "") -> str:
@@ -328,14 +337,18 @@ def _row(name: str, samples: list[float], target: str = "") -> str:
 
 
 def report(
-    n_notes: int, questions: list[tuple[str, list[str]]], svc: dict[str, Any], srv: dict[str, list[float]]
+    n_notes: int,
+    questions: list[tuple[str, list[str]]],
+    svc: dict[str, Any],
+    srv: dict[str, list[float]],
+    wrk: dict[str, list[float]],
 ) -> None:
     n = len(questions)
     rec = svc["recall"]
     zh = sum(1 for q, _ in questions if _CJK.search(q))
     print(
         f"\nquestion answering: {n_notes} notes, {n} questions ({n - zh} English, {zh} Chinese), "
-        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, fsync on, embedded indexer"
+        f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, fsync on"
     )
     print("| engine | R@5 | R@10 | R@5 under the folder prefix | R@10 under the folder prefix |")
     print("|---|---|---|---|---|")
@@ -345,29 +358,25 @@ def report(
     ):
         a, b = rec[whole], rec[under]
         print(f"| {label} | {a.at5 / n:.3f} | {a.at10 / n:.3f} | {b.at5 / n:.3f} | {b.at10 / n:.3f} |")
-    noop, mcp_search = p(srv["noop"], 0.5), p(srv["search"], 0.5)
-    svc_write, http_write = p(svc["write"], 0.5), p(srv["write"], 0.5)
+    svc_write = p(svc["write"], 0.5)
     print("\n| measure | p50 ms | p95 ms | samples | target |")
     print("|---|---|---|---|---|")
     print(_row("search, services (search.query, limit 10)", svc["query"]))
     print(_row("search, SQLite FTS5 (same questions)", svc["fts_query"]))
-    print(_row("MCP noop (baseline)", srv["noop"]))
-    verdict = "ok" if mcp_search <= 2 * noop else "MISSED"
-    print(_row("MCP search_context", srv["search"], f"<= 2 x noop = {2 * noop:.2f}: {verdict}"))
-    print(_row("HTTP GET /healthz (baseline)", srv["healthz"]))
-    print(_row("write, services (writes.submit, 1-file append)", svc["write"]))
-    verdict = "ok" if http_write <= svc_write + 3 else "MISSED"
-    print(
-        _row(
-            "write, HTTP POST /write (same append)",
-            srv["write"],
-            f"<= services + 3 = {svc_write + 3:.2f}: {verdict}",
-        )
-    )
+    print(_row("write, services (writes.submit, 1-file append, embedded indexer)", svc["write"]))
     fresh = p(svc["fresh"], 0.5)
     print(_row("commit -> searchable, services", svc["fresh"], f"<= 30: {'ok' if fresh <= 30 else 'MISSED'}"))
     print(_row("  of which the write (writes.submit)", svc["fresh_commit"]))
-    print(_row("commit -> searchable, HTTP (write + search)", srv["fresh"]))
+    for mode, res in (("embedded follower", srv), ("kbserver worker", wrk)):
+        noop, mcp_search, http_write = p(res["noop"], 0.5), p(res["search"], 0.5), p(res["write"], 0.5)
+        print(_row(f"[{mode}] MCP noop (baseline)", res["noop"]))
+        verdict = "ok" if mcp_search <= 2 * noop else "MISSED"
+        print(_row(f"[{mode}] MCP search_context", res["search"], f"<= 2 x noop = {2 * noop:.2f}: {verdict}"))
+        print(_row(f"[{mode}] HTTP GET /healthz (baseline)", res["healthz"]))
+        verdict = "ok" if http_write <= svc_write + 3 else "MISSED"
+        target = f"<= services + 3 = {svc_write + 3:.2f}: {verdict}"
+        print(_row(f"[{mode}] write, HTTP POST /write (same append)", res["write"], target))
+        print(_row(f"[{mode}] commit -> searchable, HTTP (write, wait_for, search)", res["fresh"]))
     if svc["misses"]:
         print(f"\nkbserver misses at 5 ({len(svc['misses'])}): " + "; ".join(svc["misses"][:20]))
 
@@ -381,5 +390,8 @@ def main(repeat: int) -> None:
         setup(root / "data-svc", folder)
         svc = in_process(root / "data-svc", notes, questions, repeat)
         token = setup(root / "data-srv", folder)
-        srv = live(root / "data-srv", token, questions, repeat)
-    report(len(notes), questions, svc, srv)
+        srv = live(root / "data-srv", token, questions, repeat, "embedded")
+        token = setup(root / "data-worker", folder)
+        log("again with the index followed by `kbserver worker`")
+        wrk = live(root / "data-worker", token, questions, repeat, "worker")
+    report(len(notes), questions, svc, srv, wrk)
