@@ -239,10 +239,17 @@ class SqliteControlStore:
 
     # -- idempotency keys -----------------------------------------------------------------------------
     def reserve_key(
-        self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float
+        self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float, abandon_after: float
     ) -> IdempotencyRow | None:
         with self._tx() as db:
             db.execute("DELETE FROM idempotency WHERE created < ?", (now - ttl,))
+            taken = db.execute(
+                "UPDATE idempotency SET created = ? WHERE caller = ? AND slug = ? AND key = ?"
+                " AND body_sha256 = ? AND result IS NULL AND created < ?",
+                (now, caller, slug, key, body_sha256, now - abandon_after),
+            )
+            if taken.rowcount == 1:
+                return None
             row = db.execute(
                 "SELECT * FROM idempotency WHERE caller = ? AND slug = ? AND key = ?", (caller, slug, key)
             ).fetchone()

@@ -92,11 +92,13 @@ class ControlStore(Protocol):
 
     # -- idempotency keys of writes
     def reserve_key(
-        self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float
+        self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float, abandon_after: float
     ) -> IdempotencyRow | None:
         """Reserve `key` for a write about to run: None when reserved now, else the row that holds it.
 
-        Rows older than `ttl` seconds are dropped first, so an expired key is free again.
+        Rows older than `ttl` seconds are dropped first, so an expired key is free again. A
+        reservation of the same body without a result for `abandon_after` seconds belongs to a
+        process that died; it is taken over (reserved again, now).
         """
         ...
 

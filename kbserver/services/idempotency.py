@@ -24,6 +24,8 @@ KEY_TTL_SECONDS = 24 * 3600.0
 KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"  # visible ASCII, as HTTP header values travel safely
 _KEY = re.compile(KEY_PATTERN)
 _WAIT_SECONDS = 70.0  # a write holding the key ends within the writer's own bound (~60 s)
+# A reservation without a result this old belongs to a process that died mid-write: taken over.
+ABANDON_SECONDS = 600.0
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +53,9 @@ def once(
     body = _body_sha256(req)
     deadline = time.monotonic() + _WAIT_SECONDS
     while True:
-        held = services.control.reserve_key(caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS)
+        held = services.control.reserve_key(
+            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, ABANDON_SECONDS
+        )
         if held is None:
             break
         if held.body_sha256 != body:

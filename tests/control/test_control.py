@@ -120,20 +120,24 @@ def test_one_decision_wins_among_racing_connections(open_store: OpenStore) -> No
 
 def test_idempotency_keys(store: ControlStore) -> None:
     now = time.time()
-    assert store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400) is None
-    held = store.reserve_key("agent:bob", "kb", "k1", "b" * 64, now, 86400)
+    assert store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400, 600) is None
+    held = store.reserve_key("agent:bob", "kb", "k1", "b" * 64, now, 86400, 600)
     assert held is not None and (held.body_sha256, held.result) == ("a" * 64, None)  # still running
     # scoped per caller and KB
-    assert store.reserve_key("agent:eve", "kb", "k1", "a" * 64, now, 86400) is None
-    assert store.reserve_key("agent:bob", "other", "k1", "a" * 64, now, 86400) is None
+    assert store.reserve_key("agent:eve", "kb", "k1", "a" * 64, now, 86400, 600) is None
+    assert store.reserve_key("agent:bob", "other", "k1", "a" * 64, now, 86400, 600) is None
     store.finish_key("agent:bob", "kb", "k1", 200, {"version": "v" * 40})
     store.release_key("agent:bob", "kb", "k1")  # a finished key is kept
-    done = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400)
+    done = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400, 600)
     assert done is not None and (done.status, done.result) == (200, {"version": "v" * 40})
     store.release_key("agent:eve", "kb", "k1")  # a failed write frees its key
-    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now, 86400) is None
+    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now, 86400, 600) is None
+    # a reservation left without a result by a dead process is taken over after a while (same body only)
+    assert store.reserve_key("agent:eve", "kb", "k1", "d" * 64, now + 601, 86400, 600) is not None
+    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now + 601, 86400, 600) is None
+    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now + 602, 86400, 600) is not None
     # a day later the key is free again
-    assert store.reserve_key("agent:bob", "kb", "k1", "d" * 64, now + 86401, 86400) is None
+    assert store.reserve_key("agent:bob", "kb", "k1", "d" * 64, now + 86401, 86400, 600) is None
 
 
 def test_sqlite_upgrades_a_data_folder_from_before_migrations(tmp_path: Path) -> None:
