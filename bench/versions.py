@@ -1,5 +1,7 @@
-"""Benchmark of the "version must be on main" check: cold (first check walks the history), warm
-(cached), and after main gained commits (walks only those), next to `git merge-base --is-ancestor`.
+"""Benchmark of the "version must be on main" check, each with a cache as a new process has it
+(cold): the first version (walks the whole history), a version 10 back, a side commit on a
+version 10 back (what a pending proposal is); then warm (cached) and after main gained 10 commits;
+next to `git merge-base --is-ancestor`.
 
     python bench/versions.py [--commits 1000,10000,50000]
 """
@@ -44,8 +46,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--commits", default="1000,10000,50000")
     args = parser.parse_args()
-    print("| commits | cold (ms) | warm (µs) | after 10 new commits (ms) | git is-ancestor (ms) |")
-    print("| --- | --- | --- | --- | --- |")
+    print(
+        "| commits | cold: first version (ms) | cold: 10 back (ms) | cold: side commit (ms) | warm (µs) "
+        "| after 10 new commits (ms) | git is-ancestor (ms) |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for n in (int(x) for x in args.commits.split(",")):
         print(row(n))
 
@@ -59,6 +64,20 @@ def row(n: int) -> str:
             ["git", "log", "--format=%H", "main"], cwd=path, capture_output=True, text=True, check=True
         ).stdout.split()
         oldest, newest = log[-1], log[0]
+        side = subprocess.run(
+            ["git", "commit-tree", "-p", log[10], "-m", "side", log[10] + "^{tree}"],
+            cwd=path,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        recent = KBRepo(str(path))
+        cold_recent = ms(lambda: recent.on_main(log[10]))
+        recent.close()
+        proposal = KBRepo(str(path))
+        cold_side = ms(lambda: proposal.on_main(side))
+        assert not proposal.on_main(side)
+        proposal.close()
         repo = KBRepo(str(path))
         cold = ms(lambda: repo.on_main(oldest))
         warm = ms(lambda: repo.on_main(oldest), 1000) * 1000
@@ -77,7 +96,15 @@ def row(n: int) -> str:
             5,
         )
         repo.close()
-        return f"| {n} | {cold:.1f} | {warm:.1f} | {grown:.2f} | {git:.1f} |"
+        cells = (
+            f"{cold:.1f}",
+            f"{cold_recent:.2f}",
+            f"{cold_side:.2f}",
+            f"{warm:.1f}",
+            f"{grown:.2f}",
+            f"{git:.1f}",
+        )
+        return f"| {n} | " + " | ".join(cells) + " |"
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

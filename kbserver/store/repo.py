@@ -191,6 +191,8 @@ class TreeView:
 class KBRepo:
     """One KB's bare repository. Thread-safe for reads; writes go through `writer.Writer`."""
 
+    main_step = 100  # how many new commits of main a version check walks at once (see on_main)
+
     def __init__(self, path: str, *, cache_bytes: int = 8 * 1024 * 1024) -> None:
         self.path = path
         self.git = Repo(path)
@@ -198,10 +200,11 @@ class KBRepo:
         self.writable = CachingStore(self.git, self.get)
         self._digests: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
         self._counts: dict[str, int] = {}
-        # Versions on main (the head and its first parents, as 20-byte ids; closed under first
-        # parents); main only grows, so each new head walks just the new commits.
+        # Versions on main known so far (20-byte ids): the head and its first parents down to
+        # `_main_next`; see on_main.
         self._main: set[bytes] = set()
         self._main_tip: str | None = None
+        self._main_next: bytes | None = None  # below the known range of main (None: all known)
         self._main_lock = threading.Lock()
 
     def weight(self) -> int:
@@ -245,24 +248,55 @@ class KBRepo:
         return version
 
     def on_main(self, version: str) -> bool:
-        """Whether `version` is main's head or one of its first parents (cached per head)."""
+        """Whether `version` (a commit id) is main's head or one of its first parents.
+
+        Cached: the known part of main is the range from the head down to `_main_next` (the next
+        commit to look at, None once the first version is reached). A new head walks only the new
+        commits; a version below the range walks down only to its own parent, since on a one-line
+        history a commit is on main exactly when main's child of its parent is that commit.
+        """
         with self._main_lock:
             head = self.head()  # read under the lock, so no thread applies an older head after a newer
             if head is None:
                 return False
             if head != self._main_tip:
-                known = bytes.fromhex(head) in self._main  # main went back (C git by hand): start again
-                seen: set[bytes] = set()
-                met_known = False
-                for v in self.first_parents(head):
-                    key = bytes.fromhex(v)
-                    if key in self._main and not known:  # its first parents are all known already
-                        met_known = True
-                        break
-                    seen.add(key)
-                self._main = self._main | seen if met_known else seen
+                self._grow_main(head)
+            key = bytes.fromhex(version)
+            if key in self._main or self._main_next is None:
+                return key in self._main
+            commit = self.get(key)
+            assert isinstance(commit, Commit)
+            stop = commit.parents[0] if commit.parents else None  # None: walk to the first version
+            while self._main_next is not None and (
+                stop is None or bytes.fromhex(stop.decode()) not in self._main
+            ):
+                self._main.add(bytes.fromhex(self._main_next.decode()))
+                below = self.get(self._main_next)
+                assert isinstance(below, Commit)
+                self._main_next = below.parents[0] if below.parents else None
+            return key in self._main
+
+    def _grow_main(self, head: str) -> None:
+        """Make the known range start at `head`: add the commits main gained, or start again when
+        main went back or was rewritten (C git by hand)."""
+        rewound = bytes.fromhex(head) in self._main
+        new: set[bytes] = set()
+        sha: bytes | None = head.encode()
+        while sha is not None and not rewound:
+            key = bytes.fromhex(sha.decode())
+            if key in self._main:
+                self._main |= new
                 self._main_tip = head
-            return bytes.fromhex(version) in self._main
+                return
+            new.add(key)
+            commit = self.get(sha)
+            assert isinstance(commit, Commit)
+            sha = commit.parents[0] if commit.parents else None
+            if len(new) >= self.main_step:  # far from what is known: keep the range contiguous, walk lazily
+                break
+        self._main = set() if rewound else new
+        self._main_next = head.encode() if rewound else sha
+        self._main_tip = head
 
     def view(self, version: str | None) -> TreeView:
         """The files at `version` (a resolved commit id) or an empty view when None."""

@@ -100,7 +100,20 @@ def test_on_main_follows_a_rewritten_main(tmp_path: Path) -> None:
         for i in range(3)
     ]
     assert all(repo.on_main(v) for v in [root, *versions])
+    for step in (1, 2):  # a small eager step: heads far from the known range start it again, lazily
+        repo.main_step = step
+        more = [
+            writer.submit(
+                lambda _t, i=i, step=step: CommitPlan(
+                    {f"m{step}{i}.md": b"x"}, "w", "admin <a@kbserver.invalid>"
+                )
+            )[0]
+            for i in range(4)
+        ]
+        versions += more
+        assert repo.on_main(versions[-1]) and all(repo.on_main(v) for v in [root, *versions][::-1])
+    repo.main_step = 100
     _git(repos.path("demo"), "update-ref", "refs/heads/main", versions[0])  # by hand, with C git
     assert repo.on_main(versions[0]) and repo.on_main(root)
-    assert not repo.on_main(versions[1]) and not repo.on_main(versions[2])
+    assert not any(repo.on_main(v) for v in versions[1:])
     repos.close()
