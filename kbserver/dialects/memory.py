@@ -1,0 +1,417 @@
+"""The `memory` tool set: atomic facts with scopes, filters, conflict history and hybrid search.
+
+Names and arguments are those of the Datadata-style memory tools, so their skills work unchanged:
+`memory_add`, `memory_search`, `memory_update`, `memory_delete`, `memory_task_wait`. Each memory is
+`memories/{id}.md` (kbserver.dialects.memory_records); each add, update and delete is one version.
+`taskId` is that version: `memory_task_wait` returns `done` once the keyword index and the vectors
+both cover it. Search ranks by keywords (BM25), by meaning (embeddings) or by both fused
+(kbserver.services.hybrid); memories not embedded yet are still found by their words, and the result
+says how many there are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
+from kbserver.core.model import Create, Delete, Overwrite
+from kbserver.dialects.memory_records import (
+    FOLDER,
+    Memory,
+    check_id,
+    most_similar,
+    new_id,
+    now_iso,
+    parse_memory,
+    parse_time,
+    render_memory,
+    visible,
+)
+from kbserver.dialects.session import DialectCall, retry_stale
+from kbserver.services import search as search_service
+from kbserver.services import semantic
+from kbserver.services.hybrid import Fusion, Ranked, fuse
+
+__all__ = [
+    "MODES",
+    "SIMILAR_THRESHOLD",
+    "TOOLS",
+    "catalog",
+    "memory_add",
+    "memory_delete",
+    "memory_search",
+    "memory_task_wait",
+    "memory_update",
+]
+
+TOOLS = ("memory_add", "memory_search", "memory_update", "memory_delete", "memory_task_wait")
+MODES = ("hybrid", "keyword", "semantic")
+MAX_LIMIT = 100
+SIMILAR_THRESHOLD = 0.5
+"""Word overlap (Jaccard) from which `memory_add` reports an existing memory as `similar`."""
+_CANDIDATES = 100  # keyword and semantic candidates fused per search
+_TOOL_SET = "memory"
+
+
+# -- the catalogue: every memory of a KB, parsed once per content ------------------------------------
+class _Catalog:
+    """path -> (sha256, memory) of one KB's memories/ folder, re-read only where a sha256 changed."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, tuple[str, Memory | None]] = {}
+        self.lock = threading.Lock()
+
+
+_catalogs: OrderedDict[tuple[int, str], _Catalog] = OrderedDict()
+_catalogs_lock = threading.Lock()
+_MAX_CATALOGS = 64
+
+
+def catalog(call: DialectCall, slug: str) -> dict[str, Memory]:
+    """The current memories of `slug` (parsed files of memories/), whoever may see them."""
+    key = (id(call.services), slug)
+    with _catalogs_lock:
+        cat = _catalogs.get(key)
+        if cat is None:
+            cat = _catalogs[key] = _Catalog()
+            while len(_catalogs) > _MAX_CATALOGS:
+                _catalogs.popitem(last=False)
+        _catalogs.move_to_end(key)
+    listing = call.entries(slug, FOLDER)
+    with cat.lock:
+        for path in set(cat.entries) - set(listing):
+            del cat.entries[path]
+        for path, (_size, sha256) in listing.items():
+            known = cat.entries.get(path)
+            if known is not None and known[0] == sha256:
+                continue
+            current = call.read(slug, path)
+            if current is None:
+                continue
+            memory = parse_memory(current.content)
+            if memory is not None and memory.path != path:
+                memory = None  # a copy under another name: not a memory of this set
+            cat.entries[path] = (current.sha256, memory)
+        return {p: m for p, (_s, m) in cat.entries.items() if m is not None}
+
+
+def _agent(call: DialectCall) -> str | None:
+    return None if call.caller.is_admin else call.caller.name
+
+
+def _scope(call: DialectCall, agent_id: str | None) -> str | None:
+    """The agentId to record: yours, or none (shared). Raises Forbidden for another agent's."""
+    if agent_id is None or agent_id == "":
+        return None
+    if not isinstance(agent_id, str):
+        raise InvalidRequest("agentId must be a string")
+    if call.caller.is_admin or agent_id == call.caller.name:
+        return agent_id
+    raise Forbidden(
+        f"agentId must be your own agent name ({call.caller.name}): a memory with an agentId is "
+        "private to that agent",
+        agentId=agent_id,
+    )
+
+
+def _content(value: object) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not text:
+        raise InvalidRequest("content must not be empty")
+    return text
+
+
+def _tags(value: Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str) or not all(isinstance(t, str) for t in value):
+        raise InvalidRequest("tags must be a list of strings")
+    return list(dict.fromkeys(t.strip() for t in value if t.strip()))
+
+
+def _metadata(value: object) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidRequest("metadata must be an object")
+    return dict(value)
+
+
+def _find(call: DialectCall, slug: str, memory_id: object) -> Memory:
+    """The memory `memory_id` as the caller may see it. Raises NotFound (also for another's scoped one)."""
+    checked = check_id(memory_id)
+    memory = catalog(call, slug).get(f"{FOLDER}{checked}.md") if checked else None
+    if memory is None or not visible(memory, _agent(call)):
+        raise NotFound(f"no memory {memory_id!r} in KB {slug}", id=memory_id)
+    return memory
+
+
+def _result(memory: Memory, score: float | None = None) -> dict[str, object]:
+    out: dict[str, object] = {
+        "id": memory.id,
+        "content": memory.content,
+        "category": memory.category,
+        "tags": memory.tags,
+        "agentId": memory.agentId,
+        "sessionId": memory.sessionId,
+        "metadata": memory.metadata,
+        "createdAt": memory.createdAt,
+        "updatedAt": memory.updatedAt,
+    }
+    if score is not None:
+        out["score"] = round(score, 4)
+    return out
+
+
+def _first_line(text: str, width: int = 60) -> str:
+    line = text.splitlines()[0] if text else ""
+    return line if len(line) <= width else line[: width - 1] + "…"
+
+
+# -- the tools -------------------------------------------------------------------------------------
+def memory_add(
+    call: DialectCall,
+    content: str,
+    *,
+    category: str | None = None,
+    tags: Sequence[str] | None = None,
+    agentId: str | None = None,
+    sessionId: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    kb: str | None = None,
+) -> dict[str, object]:
+    """Store one memory as one version; `similar` lists existing memories that say much the same."""
+    text = _content(content)
+    scope = _scope(call, agentId)
+    slug = call.kb(kb)
+    now = now_iso()
+    memory = Memory(
+        id=new_id(),
+        content=text,
+        category=category or None,
+        tags=_tags(tags),
+        agentId=scope,
+        sessionId=sessionId or None,
+        metadata=_metadata(metadata),
+        createdAt=now,
+        updatedAt=now,
+    )
+    seen = [m for m in catalog(call, slug).values() if visible(m, _agent(call))]
+    similar = most_similar(text, seen, SIMILAR_THRESHOLD)
+    written = call.write(
+        slug,
+        [Create(path=memory.path, mode="create", content=render_memory(memory))],
+        f"memory: add {memory.id}: {_first_line(text)}",
+        _TOOL_SET,
+    )
+    out: dict[str, object] = {"id": memory.id, "taskId": written.version, "similar": similar}
+    if written.proposal is not None:
+        out["proposal"] = written.proposal
+    return out
+
+
+def memory_update(
+    call: DialectCall,
+    id: str,
+    content: str,
+    *,
+    tags: Sequence[str] | None = None,
+    category: str | None = None,
+    agentId: str | None = None,
+    metadata: dict[str, Any] | None = None,
+    kb: str | None = None,
+) -> dict[str, object]:
+    """Change a memory in place (same id). A new content pushes the old one onto metadata.history."""
+    text = _content(content)
+    slug = call.kb(kb)
+    new_tags = None if tags is None else _tags(tags)
+    new_meta = None if metadata is None else _metadata(metadata)
+    scope = None if agentId is None else _scope(call, agentId)
+
+    def attempt() -> dict[str, object]:
+        old = _find(call, slug, id)
+        current = call.read(slug, old.path)
+        if current is None:
+            raise NotFound(f"no memory {id!r} in KB {slug}", id=id)
+        now = now_iso()
+        meta = dict(old.metadata if new_meta is None else new_meta)
+        history = [h for h in old.metadata.get("history", []) if isinstance(h, dict)]
+        if text != old.content:
+            history = [{"value": old.content, "updatedAt": old.updatedAt}, *history]
+        if history:
+            meta["history"] = history
+        updated = old.model_copy(
+            update={
+                "content": text,
+                "tags": old.tags if new_tags is None else new_tags,
+                "category": old.category if category is None else (category or None),
+                "agentId": old.agentId if agentId is None else scope,
+                "metadata": meta,
+                "updatedAt": now,
+            }
+        )
+        written = call.write(
+            slug,
+            [
+                Overwrite(
+                    path=old.path,
+                    mode="overwrite",
+                    content=render_memory(updated),
+                    expected_sha256=current.sha256,
+                )
+            ],
+            f"memory: update {old.id}: {_first_line(text)}",
+            _TOOL_SET,
+        )
+        out: dict[str, object] = {"id": old.id, "taskId": written.version}
+        if written.proposal is not None:
+            out["proposal"] = written.proposal
+        return out
+
+    return retry_stale(attempt)
+
+
+def memory_delete(call: DialectCall, id: str, *, kb: str | None = None) -> dict[str, object]:
+    """Delete a memory as one version (the old record stays in the history: a revert brings it back)."""
+    slug = call.kb(kb)
+
+    def attempt() -> dict[str, object]:
+        old = _find(call, slug, id)
+        current = call.read(slug, old.path)
+        if current is None:
+            raise NotFound(f"no memory {id!r} in KB {slug}", id=id)
+        written = call.write(
+            slug,
+            [Delete(path=old.path, mode="delete", expected_sha256=current.sha256)],
+            f"memory: delete {old.id}: {_first_line(old.content)}",
+            _TOOL_SET,
+        )
+        out: dict[str, object] = {
+            "id": old.id,
+            "deleted": written.proposal is None,
+            "taskId": written.version,
+        }
+        if written.proposal is not None:
+            out["proposal"] = written.proposal
+        return out
+
+    return retry_stale(attempt)
+
+
+def _time(value: str | None, field: str) -> datetime.datetime | None:
+    return None if value in (None, "") else parse_time(str(value), field)
+
+
+def memory_search(
+    call: DialectCall,
+    search: str,
+    *,
+    limit: int = 10,
+    offset: int = 0,
+    agentId: str | None = None,
+    category: str | None = None,
+    sessionId: str | None = None,
+    startTime: str | None = None,
+    endTime: str | None = None,
+    mode: str = "hybrid",
+    kb: str | None = None,
+) -> dict[str, object]:
+    """Memories the caller may see that pass every filter, ranked for `search` (newest first when
+    `search` is empty), with `total` and, while some are not embedded yet, `unembedded`."""
+    if mode not in MODES:
+        raise InvalidRequest(f"mode must be one of {', '.join(MODES)}", mode=mode)
+    if not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
+    if not isinstance(offset, int) or offset < 0:
+        raise InvalidRequest("offset must be 0 or more", offset=offset)
+    if not isinstance(search, str):
+        raise InvalidRequest("search must be a text")
+    start, end = _time(startTime, "startTime"), _time(endTime, "endTime")
+    slug = call.kb(kb)
+    agent = _agent(call)
+
+    def passes(m: Memory) -> bool:
+        if not visible(m, agent):
+            return False
+        if agentId is not None and m.agentId != agentId:
+            return False
+        if category is not None and m.category != category:
+            return False
+        if sessionId is not None and m.sessionId != sessionId:
+            return False
+        if start is not None or end is not None:
+            created = parse_time(m.createdAt, "createdAt")
+            if (start is not None and created < start) or (end is not None and created > end):
+                return False
+        return True
+
+    memories = {p: m for p, m in catalog(call, slug).items() if passes(m)}
+    out: dict[str, object] = {}
+    if not search.strip():
+        ranked = [Ranked(p, 0.0) for p in sorted(memories, key=lambda p: memories[p].createdAt, reverse=True)]
+    else:
+        keyword: list[Ranked] = []
+        semantic: list[Ranked] = []
+        if mode in ("hybrid", "keyword"):
+            keyword = _keyword(call, slug, search, memories)
+        if mode in ("hybrid", "semantic"):
+            semantic, embedded = _semantic(call, slug, search, memories)
+            missing = len(set(memories) - embedded)
+            if missing:
+                out["unembedded"] = missing  # ranked by their words only until the follower embeds them
+        ranked = (
+            keyword
+            if mode == "keyword"
+            else semantic
+            if mode == "semantic"
+            else fuse(keyword, semantic, Fusion(keyword_weight=call.services.options.keyword_weight))
+        )
+    page = ranked[offset : offset + limit]
+    scored = mode != "keyword" or bool(search.strip())
+    return {
+        "memories": [_result(memories[r.key], r.score if search.strip() and scored else None) for r in page],
+        "total": len(ranked),
+        **out,
+    }
+
+
+def _keyword(call: DialectCall, slug: str, search: str, memories: dict[str, Memory]) -> list[Ranked]:
+    found = search_service.query(
+        call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER, exact_total=False
+    )
+    hits = found["hits"]
+    assert isinstance(hits, list)
+    return [Ranked(str(h["path"]), float(h["score"])) for h in hits if h["path"] in memories]
+
+
+def _semantic(
+    call: DialectCall, slug: str, search: str, memories: dict[str, Memory]
+) -> tuple[list[Ranked], set[str]]:
+    """The memories ranked by meaning, and the paths that have a vector at all."""
+    if not semantic.enabled(call.services):
+        return [], set(memories)  # no embedder in this deployment: nothing is waiting to be embedded
+    hits = semantic.search(
+        call.services, call.caller, slug, search, limit=max(1, len(memories)), allow=memories.__contains__
+    )
+    return [Ranked(h.path, h.score) for h in hits], {h.path for h in hits}
+
+
+async def memory_task_wait(
+    call: DialectCall,
+    taskId: str,
+    timeout: float = 60,
+    *,
+    kb: str | None = None,
+) -> dict[str, object]:
+    """`done` once every sink (the keyword index and the vectors) covers version `taskId`, else
+    `pending` after `timeout` seconds. Holds no thread while it waits. Raises NotFound, InvalidRequest."""
+    if not isinstance(taskId, str) or not taskId:
+        raise InvalidRequest("taskId must be the taskId a memory tool returned")
+    slug = await asyncio.to_thread(call.kb, kb)
+    done = await search_service.wait_for(call.services, call.caller, slug, taskId, float(timeout))
+    return {"taskId": taskId, "status": "done" if done else "pending"}

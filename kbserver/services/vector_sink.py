@@ -1,0 +1,143 @@
+"""The embedding vectors as a sink of the follower, and the read side that searches them.
+
+Only files under the configured prefixes get vectors (by default `memories/`, where the memory
+dialects keep one record per file): embedding costs tens of milliseconds a passage on two cores, so
+it runs here, after the commit, never on a request's path. A Markdown file's YAML front matter is
+left out of what is embedded: the vector is of what the record says, not of its metadata.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from kbserver.core.errors import Unavailable
+from kbserver.core.pool import LeasePool
+from kbserver.services.follower import Delta, SinkDamaged
+from kbserver.vectors import Embedder, VectorHit, VectorStore
+
+__all__ = ["VECTOR_SINK", "VectorSink", "embedded_text"]
+
+VECTOR_SINK = "vectors"
+
+log = logging.getLogger(__name__)
+
+
+def embedded_text(data: bytes) -> str:
+    """What of a file is embedded: its text without a leading `---` YAML front matter block."""
+    text = data.decode("utf-8", "replace")
+    if text.startswith("---\n"):
+        end = text.find("\n---", 4)
+        if end != -1:
+            newline = text.find("\n", end + 4)
+            return text[newline + 1 :].strip() if newline != -1 else ""
+    return text.strip()
+
+
+class VectorSink:
+    """One vector folder per KB in `folder/{slug}`, each recording the version it covers."""
+
+    name = VECTOR_SINK
+
+    def __init__(
+        self,
+        folder: Path,
+        embedder: Embedder,
+        *,
+        pool: LeasePool | None = None,
+        prefixes: Sequence[str] = ("memories/",),
+    ) -> None:
+        """Open vector folders live in `pool` (shared with repositories and indexes, one budget)."""
+        self._folder = folder
+        self.embedder = embedder
+        self.prefixes = tuple(prefixes)
+        self._pool = (pool if pool is not None else LeasePool(1 << 62)).kind(
+            "vectors", self._open, VectorStore.close, VectorStore.weight
+        )
+        # Set by the composition: told when a reader finds a folder damaged.
+        self.on_damaged: Callable[[str, str], None] = lambda _sink, _slug: None
+
+    def _open(self, slug: str) -> VectorStore:
+        return VectorStore(self._folder / slug, self.embedder)
+
+    def wants(self, path: str) -> bool:
+        return path.startswith(self.prefixes)
+
+    # -- the sink ----------------------------------------------------------------------------------
+    def covered(self, slug: str) -> str | None:
+        if not (self._folder / slug / "vectors.db").exists():
+            return None
+        try:
+            with self._pool.lease(slug) as vs:
+                return vs.covered_version()
+        except sqlite3.DatabaseError as e:
+            self._pool.drop(slug)
+            raise SinkDamaged(str(e)) from e
+
+    def apply(self, delta: Delta) -> None:
+        wanted = [c for c in delta.changes if self.wants(c.path)]
+        try:
+            with self._pool.lease(delta.slug) as vs:
+                if delta.base is None:
+                    files = {c.path: embedded_text(delta.read(c.new_blob)) for c in wanted if c.new_blob}
+                    vs.rebuild(delta.version, files, progress=_progress(delta, len(files)))
+                    return
+                upserts: dict[str, str] = {}
+                deletes: list[str] = []
+                for c in wanted:
+                    if c.change == "deleted" or c.new_blob is None:
+                        deletes.append(c.path)
+                    else:
+                        upserts[c.path] = embedded_text(delta.read(c.new_blob))
+                vs.update(delta.version, upserts, deletes)
+        except sqlite3.DatabaseError as e:
+            self._pool.drop(delta.slug)
+            raise SinkDamaged(str(e)) from e
+
+    def reset(self, slug: str) -> None:
+        self._pool.drop(slug)
+        shutil.rmtree(self._folder / slug, ignore_errors=True)
+
+    def idle(self, paused: bool) -> None:
+        """Nothing to merge: SQLite checkpoints its WAL by itself."""
+
+    def close(self) -> None:
+        self._pool.close_all()
+
+    # -- reading -------------------------------------------------------------------------------------
+    def search(
+        self,
+        slug: str,
+        query: str,
+        *,
+        limit: int = 10,
+        prefix: str | None = None,
+        allow: Callable[[str], bool] | None = None,
+    ) -> tuple[list[VectorHit], str | None]:
+        """The files of `slug` most similar to `query`, and the version the vectors cover.
+
+        A KB whose vectors are not built yet has no hits and no version. Raises Unavailable while
+        the folder is damaged (the follower rebuilds it).
+        """
+        if not (self._folder / slug / "vectors.db").exists():
+            return [], None
+        try:
+            with self._pool.lease(slug) as vs:
+                return vs.search(query, limit=limit, prefix=prefix, allow=allow), vs.covered_version()
+        except sqlite3.DatabaseError as e:
+            self._pool.drop(slug)
+            log.warning("vectors of KB %s are damaged (%s); the follower rebuilds them", slug, e)
+            self.on_damaged(self.name, slug)
+            raise Unavailable(
+                "semantic search of this KB is being rebuilt; try again shortly", slug=slug
+            ) from e
+
+
+def _progress(delta: Delta, total: int) -> Callable[[int, int], None] | None:
+    report = delta.progress
+    if report is None:
+        return None
+    return lambda done, _total: report(done)
