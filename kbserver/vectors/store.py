@@ -200,7 +200,9 @@ class VectorStore:
             paths, matrix = self._fresh_matrix()
         if not paths:
             return []
-        scores = matrix @ vector
+        # Rounded: BLAS may give two equal rows results that differ in the last bit, and equal
+        # contents must tie, so that the path decides between them.
+        scores = np.round(matrix @ vector, 6)
         keep = [
             i
             for i, p in enumerate(paths)

@@ -219,6 +219,10 @@ def test_search_equals_brute_force_cosine(
     paths = [h.path for h in got]
     assert len(paths) == len(set(paths)) == min(limit, len(candidates))
     assert set(paths) <= set(candidates)
+    # the store rounds scores, so files of the same text tie exactly and come in path order
+    for text in set(files.values()):
+        same = [p for p in paths if files[p] == text]
+        assert same == sorted(same)
     for hit in got:
         assert hit.score == pytest.approx(scores[hit.path], abs=1e-5)
     for before, after in itertools.pairwise(paths):
