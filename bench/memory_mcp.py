@@ -1,0 +1,146 @@
+"""Latency of the `memory` tool set through MCP over Streamable HTTP, at 200 and 10,000 memories.
+
+    python -m bench.memory_mcp [--sizes 200,10000] [--calls 100]
+
+For each size: a KB of that many memories (the 208 of bench/recall_set.py, then generated facts),
+imported as one folder; a live server (create_app under uvicorn in a subprocess, as `kbserver serve`
+runs it, plus a no-op tool as the baseline); the follower embeds every memory before measuring
+(memory_task_wait). Then, sequentially from one SDK client: `--calls` no-op calls, `memory_add`
+calls (the embedding is made after the commit, never on this path) and `memory_search` calls in
+hybrid and keyword mode with the recall set's questions. Prints p50/p95 per tool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.mcp import TOKEN, _free_port, _wait_healthy
+from bench.recall_set import MEMORIES, QUESTIONS
+
+SUBJECTS = "Mia Sam Lily Raj Elena Tom Karen Diego Noor Chloe Ana Pepper".split()
+VERBS = "likes prefers dislikes booked moved cancelled reviewed finished started planned".split()
+OBJECTS = (
+    "the quarterly report|a trip to Lisbon|green tea|the new dashboard|piano lessons|the offsite agenda|"
+    "a dentist appointment|the Kafka migration|weekend hikes|the budget review|a birthday cake|the VPN setup"
+).split("|")
+WHEN = "on Monday|last week|in March|every Friday|before lunch|after stand-up|next spring|at night".split("|")
+
+
+def _corpus(size: int) -> list[str]:
+    texts = list(MEMORIES.values())[:size]
+    rng = random.Random(size)
+    while len(texts) < size:
+        texts.append(f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} {rng.choice(WHEN)}.")
+    return texts
+
+
+def _setup(data: Path, size: int) -> str:
+    """KB `bench` holding `size` memories; returns the token of agent `bencher` (tools: memory)."""
+    from kbserver.dialects.memory_records import Memory, new_id, now_iso, render_memory
+    from kbserver.services import Services, agents, kbs
+    from kbserver.services.auth import ADMIN
+
+    folder = data.parent / "corpus" / "memories"
+    folder.mkdir(parents=True)
+    now = now_iso()
+    for text in _corpus(size):
+        memory = Memory(id=new_id(), content=text, createdAt=now, updatedAt=now)
+        (folder / f"{memory.id}.md").write_text(render_memory(memory))
+    services = Services(data)
+    try:
+        kbs.import_folder(services, ADMIN, "bench", folder.parent, description="memory benchmark")
+        _, token = agents.create(services, ADMIN, "bencher", tools=["memory"])
+        agents.link(services, ADMIN, "bencher", "bench", "read_write")
+        return token
+    finally:
+        services.close()
+
+
+async def _measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
+    import httpx2
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    headers = {"Authorization": f"Bearer {token}"}
+    admin = {"Authorization": f"Bearer {TOKEN}"}
+    head = httpx2.get(f"{url}/api/v1/kbs/bench", headers=admin, timeout=30).json()["head"]
+    samples: dict[str, list[float]] = {}
+    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=120)) as hc:
+        async with Client(streamable_http_client(f"{url}/mcp", http_client=hc)) as client:
+            deadline = time.monotonic() + 1800
+            while time.monotonic() < deadline:  # the follower embeds every memory first
+                waited = await client.call_tool("memory_task_wait", {"taskId": head, "timeout": 60})
+                if (waited.structured_content or {}).get("status") == "done":
+                    break
+            questions = [q for q, _ in QUESTIONS]
+
+            async def timed(name: str, tool: str, args: dict[str, Any]) -> None:
+                start = time.perf_counter()
+                result = await client.call_tool(tool, args)
+                samples.setdefault(name, []).append(time.perf_counter() - start)
+                assert not result.is_error, result.content
+
+            for i in range(5):  # warm up: query embeddings of a first query, connections
+                await timed("warm-up", "memory_search", {"search": questions[i]})
+            for _ in range(calls):
+                await timed("noop (baseline)", "noop", {})
+            for i in range(calls):
+                await timed("memory_add", "memory_add", {"content": f"Benchmark fact number {i} about tea."})
+            for i in range(calls):
+                q = questions[i % len(questions)]
+                await timed("memory_search hybrid", "memory_search", {"search": q})
+            for i in range(calls):
+                q = questions[i % len(questions)]
+                await timed("memory_search keyword", "memory_search", {"search": q, "mode": "keyword"})
+    samples.pop("warm-up")
+    return samples
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="200,10000", help="memories in the KB, comma-separated")
+    parser.add_argument("--calls", type=int, default=100, help="measured calls per tool")
+    args = parser.parse_args()
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        with tempfile.TemporaryDirectory(prefix="kbbench-") as tmp:
+            data = Path(tmp) / "data"
+            token = _setup(data, size)
+            port = _free_port()
+            url = f"http://127.0.0.1:{port}"
+            command = [sys.executable, "-m", "bench.mcp", "--serve", str(data), str(port)]
+            proc = subprocess.Popen(command, cwd=root, env=env)
+            try:
+                _wait_healthy(url, proc)
+                t0 = time.perf_counter()
+                samples = asyncio.run(_measure(url, token, args.calls))
+                took = time.perf_counter() - t0
+                print(f"{size} memories: embedded and measured in {took:.0f} s", flush=True)
+            finally:
+                proc.terminate()
+                proc.wait(timeout=30)
+        for name, values in samples.items():
+            ms = sorted(v * 1000 for v in values)
+            q = statistics.quantiles(ms, n=100, method="inclusive")
+            rows.append(f"| {size} | {name} | {q[49]:.1f} | {q[94]:.1f} |")
+    print(f"\n{args.calls} sequential calls per row through MCP (Streamable HTTP), {os.cpu_count()} CPUs")
+    print("| memories | tool | p50 ms | p95 ms |")
+    print("|---|---|---|---|")
+    for row in rows:
+        print(row)
+
+
+if __name__ == "__main__":
+    main()
