@@ -37,7 +37,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 if __package__ in (None, ""):  # run as `python bench/search.py`: make `bench` importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -48,6 +47,7 @@ from kbserver.core.model import Overwrite, WriteRequest, WriteResult
 from kbserver.index.analysis import terms
 from kbserver.services import Services, search, writes
 from kbserver.services.auth import ADMIN
+from kbserver.services.models import SearchResults
 
 TARGET_SIZE = 10_000
 TARGET_COMMIT_MS = 30.0
@@ -127,8 +127,7 @@ def seed(services: Services, slug: str, docs: Iterable[tuple[str, str]]) -> None
 
 
 def finds(services: Services, slug: str, text: str, path: str) -> bool:
-    hits = cast("list[dict[str, object]]", search.query(services, ADMIN, slug, text)["hits"])
-    return any(h["path"] == path for h in hits)
+    return any(h.path == path for h in search.query(services, ADMIN, slug, text).hits)
 
 
 def segments(folder: Path) -> int:
@@ -163,11 +162,11 @@ def bench_kbserver(services: Services, slug: str, docs: list[tuple[str, str]], r
     out.size_mb = _size(services.data / "index" / slug) / 1e6
     log(f"kbserver: index built in {out.build:.1f} s ({out.size_mb:.1f} MB)")
 
-    def query(text: str) -> dict[str, object]:
+    def query(text: str) -> SearchResults:
         return search.query(services, ADMIN, slug, text)
 
     def total(text: str) -> int:
-        return cast("int", query(text)["total"])
+        return query(text).total
 
     log(f"kbserver: queries on the fresh index x {repeat} each")
     out.fresh, out.hits = run_queries(repeat, total, query)

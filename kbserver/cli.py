@@ -136,7 +136,7 @@ def _kb_create(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
         kb = kbs.create(services, ADMIN, args.slug, args.description)
-    print(json.dumps(kb))
+    print(json.dumps(kb.model_dump(mode="json")))
     return 0
 
 
@@ -144,7 +144,7 @@ def _kb_limits(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
         kb = kbs.set_limits(services, ADMIN, args.slug, args.max_file_bytes, args.max_files)
-    print(json.dumps(kb["limits"]))
+    print(json.dumps(kb.limits.model_dump(mode="json")))
     return 0
 
 
@@ -153,7 +153,7 @@ def _agent_create(args: argparse.Namespace) -> int:
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     with _closing(services):
         agent, token = agents.create(services, ADMIN, args.name, args.parent, tools, args.auto_record)
-    print(f"created agent {agent['name']} (tools: {', '.join(agent['tools'])}); its token, shown once:")  # type: ignore[arg-type]
+    print(f"created agent {agent.name} (tools: {', '.join(agent.tools)}); its token, shown once:")
     print(token)
     return 0
 
@@ -163,11 +163,11 @@ def _kb_list(args: argparse.Namespace) -> int:
     with _closing(services):
         listing = kbs.visible(services, ADMIN)
     if args.json:
-        print(json.dumps(listing, ensure_ascii=False))
+        print(json.dumps([kb.model_dump(mode="json") for kb in listing], ensure_ascii=False))
         return 0
     for kb in listing:
-        head = str(kb["head"] or "-")[:12]
-        print(f"{kb['slug']}\t{head}\t{kb['description']}")
+        head = (kb.head or "-")[:12]
+        print(f"{kb.slug}\t{head}\t{kb.description}")
     return 0
 
 
@@ -176,11 +176,11 @@ def _agent_list(args: argparse.Namespace) -> int:
     with _closing(services):
         listing = agents.listing(services, ADMIN)
     if args.json:
-        print(json.dumps(listing, ensure_ascii=False))
+        print(json.dumps(listing.model_dump(mode="json"), ensure_ascii=False))
         return 0
-    for agent in listing["agents"]:  # type: ignore[attr-defined]
-        links = ", ".join(f"{link['kb']}:{link['permission']}" for link in agent["links"]) or "-"
-        print(f"{agent['name']}\ttools={','.join(agent['tools'])}\tlinks={links}")
+    for agent in listing.agents:
+        links = ", ".join(f"{link.kb}:{link.permission}" for link in agent.links) or "-"
+        print(f"{agent.name}\ttools={','.join(agent.tools)}\tlinks={links}")
     return 0
 
 
@@ -188,7 +188,7 @@ def _agent_token(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
         agent, token = agents.rotate(services, ADMIN, args.name)
-    print(f"new token for agent {agent['name']}; the old one stops working now. Shown once:")
+    print(f"new token for agent {agent.name}; the old one stops working now. Shown once:")
     print(token)
     return 0
 
@@ -214,11 +214,11 @@ def _proposals(args: argparse.Namespace) -> int:
     with _closing(services):
         listing = proposals.listing(services, ADMIN, args.slug, args.status)
     if args.json:
-        print(json.dumps(listing, ensure_ascii=False))
+        print(json.dumps(listing.model_dump(mode="json"), ensure_ascii=False))
         return 0
-    for p in listing["proposals"]:  # type: ignore[attr-defined]
-        paths = ", ".join(f"{f['mode']} {f['path']}" for f in p["files"])
-        print(f"{p['id']}\t{p['status']}\t{p['agent']}\t{p['created']}\t{paths}")
+    for p in listing.proposals:
+        paths = ", ".join(f"{f.mode} {f.path}" for f in p.files)
+        print(f"{p.id}\t{p.status}\t{p.agent}\t{p.created}\t{paths}")
     return 0
 
 
@@ -226,7 +226,7 @@ def _approve(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
         out = proposals.approve(services, ADMIN, args.slug, args.id)
-    print(f"approved proposal {args.id} of KB {args.slug} as version {out['version']}")
+    print(f"approved proposal {args.id} of KB {args.slug} as version {out.version}")
     return 0
 
 
@@ -264,9 +264,7 @@ def _mount(args: argparse.Namespace) -> int:
     with _closing(services):
         out = files.export(services, ADMIN, args.slug, Path(args.dir), args.version, bar)
     bar.close()
-    print(
-        f"wrote {out['files']} files of KB {args.slug} at version {out['version']} to {args.dir} (read-only)"
-    )
+    print(f"wrote {out.files} files of KB {args.slug} at version {out.version} to {args.dir} (read-only)")
     return 0
 
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import re
 from pathlib import Path
 
+import jsonschema
 import pytest
 from starlette.testclient import TestClient
 
@@ -134,11 +136,15 @@ def test_answers_match_their_models(
         ("POST", "/kbs"): client.post("/api/v1/kbs", json={"slug": "other"}, headers=admin),
     }
     by_key = {(e.method, e.path): e for e in ENDPOINTS}
+    doc = client.get("/openapi.json").json()
     for key, response in calls.items():
         endpoint = by_key[key]
         assert response.status_code == endpoint.status, (key, response.text)
         assert endpoint.response is not None
         endpoint.response.model_validate(response.json())
+        published = doc["paths"]["/api/v1" + re.sub(r"\{(\w+)(?::path)?\}", r"{\1}", key[1])]
+        schema = published[key[0].lower()]["responses"][str(endpoint.status)]["content"]["application/json"]
+        _strictly_valid(response.json(), schema["schema"], doc)
     covered = set(calls) | {
         ("POST", "/kbs/{slug}/write"),
         ("POST", "/runs"),
@@ -146,6 +152,15 @@ def test_answers_match_their_models(
         ("GET", "/kbs/{slug}/archive"),
     }
     assert covered == set(by_key), set(by_key) - covered
+
+
+def _strictly_valid(answer: object, schema: dict[str, object], doc: dict[str, object]) -> None:
+    """`answer` matches the published schema, and has no key that the schema does not declare."""
+    components = copy.deepcopy(doc["components"])
+    for model in components["schemas"].values():  # type: ignore[index]
+        if "properties" in model:
+            model.setdefault("additionalProperties", False)  # ErrorInfo keeps its explicit `true`
+    jsonschema.validate(answer, {**schema, "components": components})
 
 
 @pytest.mark.parametrize("url", ["/healthz", "/metrics", "/openapi.json"])

@@ -158,7 +158,6 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await run_in_threadpool(fn, *args, **kwargs)
 
 
-def respond(data: object, status: int = 200) -> JSONResponse:
-    if isinstance(data, BaseModel):
-        data = data.model_dump(mode="json")
-    return JSONResponse(data, status_code=status)
+def respond(data: BaseModel, status: int = 200) -> JSONResponse:
+    """A service's answer as JSON: the model dumped as it is (its field order is the key order)."""
+    return JSONResponse(data.model_dump(mode="json"), status_code=status)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pydantic import BaseModel, RootModel
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
@@ -13,6 +13,7 @@ from starlette.routing import Route
 from kbserver.api import schemas as s
 from kbserver.api.http import body, call, caller, optional_body, query, respond, services_of
 from kbserver.services import agents, files, kbs, proposals, review, runs, search, versions, writes
+from kbserver.services import models as m
 
 __all__ = ["ENDPOINTS", "Endpoint", "api_routes"]
 
@@ -40,7 +41,7 @@ def _slug(request: Request) -> str:
 
 async def list_kbs(request: Request) -> Response:
     who = await caller(request)
-    return respond(await call(kbs.visible, services_of(request), who))
+    return respond(s.KBList(await call(kbs.visible, services_of(request), who)))
 
 
 async def create_kb(request: Request) -> Response:
@@ -72,7 +73,7 @@ async def write(request: Request) -> Response:
     req = await body(request, s.WriteRequest)
     key = request.headers.get("idempotency-key")
     result = await call(writes.submit, services_of(request), who, _slug(request), req, idempotency_key=key)
-    return respond(result, 202 if isinstance(result, dict) else 200)
+    return respond(result, 202 if isinstance(result, m.ProposalAccepted) else 200)
 
 
 async def archive(request: Request) -> Response:
@@ -117,7 +118,7 @@ async def undo(request: Request) -> Response:
 
 async def review_status(request: Request) -> Response:
     who = await caller(request)
-    query(request, _NoQuery)
+    query(request, s.NoQuery)
     return respond(await call(review.status, services_of(request), who, _slug(request)))
 
 
@@ -176,24 +177,16 @@ async def start_run(request: Request) -> Response:
 
 async def run_files(request: Request) -> Response:
     who = await caller(request)
-    q = query(request, _RunFilesQuery)
+    q = query(request, s.RunFilesQuery)
     p = request.path_params
     return respond(await call(runs.list_files, services_of(request), who, p["run"], p["slug"], q.prefix))
 
 
 async def run_file(request: Request) -> Response:
     who = await caller(request)
-    query(request, _NoQuery)
+    query(request, s.NoQuery)
     p = request.path_params
     return respond(await call(runs.read_file, services_of(request), who, p["run"], p["slug"], p["path"]))
-
-
-class _RunFilesQuery(s._In):
-    prefix: str = ""
-
-
-class _NoQuery(s._In):
-    pass
 
 
 async def list_agents(request: Request) -> Response:
@@ -208,7 +201,7 @@ async def create_agent(request: Request) -> Response:
     agent, token = await call(
         agents.create, services_of(request), who, req.name, req.parent, tools, req.auto_record
     )
-    return respond({**agent, "token": token}, 201)
+    return respond(s.AgentWithToken(**agent.model_dump(), token=token), 201)
 
 
 async def get_agent(request: Request) -> Response:
@@ -224,13 +217,13 @@ async def delete_agent(request: Request) -> Response:
 async def rotate_token(request: Request) -> Response:
     who = await caller(request)
     agent, token = await call(agents.rotate, services_of(request), who, request.path_params["name"])
-    return respond({**agent, "token": token})
+    return respond(s.AgentWithToken(**agent.model_dump(), token=token))
 
 
 async def list_links(request: Request) -> Response:
     who = await caller(request)
     agent = await call(agents.get, services_of(request), who, request.path_params["name"])
-    return respond({"links": agent["links"]})
+    return respond(s.Links(links=agent.links))
 
 
 async def add_link(request: Request) -> Response:
@@ -246,42 +239,23 @@ async def delete_link(request: Request) -> Response:
     return respond(await call(agents.unlink, services_of(request), who, p["name"], p["slug"]))
 
 
-class _KBList(RootModel[list[s.KBSummary]]):
-    pass
-
-
-class _Deleted(BaseModel):
-    name: str
-    deleted: bool
-
-
-class _Links(BaseModel):
-    links: list[s.LinkOut]
-
-
-class _Decision(BaseModel):
-    id: str
-    status: str
-    version: str | None = None
-
-
 KB = "/kbs/{slug}"
 ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint("GET", "/kbs", list_kbs, "KBs visible to the caller", _KBList),
-    Endpoint("POST", "/kbs", create_kb, "Create a KB", s.KBOut, 201, body=s.KBCreate, admin=True),
-    Endpoint("GET", KB, get_kb, "Describe a KB", s.KBOut),
+    Endpoint("GET", "/kbs", list_kbs, "KBs visible to the caller", s.KBList),
+    Endpoint("POST", "/kbs", create_kb, "Create a KB", m.KBInfo, 201, body=s.KBCreate, admin=True),
+    Endpoint("GET", KB, get_kb, "Describe a KB", m.KBInfo),
     Endpoint(
-        "GET", KB + "/files", list_files, "Files at a version, sorted by path", s.FilesOut, query=s.FilesQuery
+        "GET", KB + "/files", list_files, "Files at a version, sorted by path", m.FileList, query=s.FilesQuery
     ),
-    Endpoint("GET", KB + "/files/{path:path}", read_file, "Read a file", s.FileOut, query=s.ReadQuery),
+    Endpoint("GET", KB + "/files/{path:path}", read_file, "Read a file", m.FileContent, query=s.ReadQuery),
     Endpoint(
         "POST",
         KB + "/write",
         write,
         "Write files as one version",
-        s.WriteResult,
+        m.WriteResult,
         body=s.WriteRequest,
-        extra={202: s.ProposalAccepted},
+        extra={202: m.ProposalAccepted},
     ),
     Endpoint(
         "GET",
@@ -293,37 +267,42 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         media_type="application/gzip",
     ),
     Endpoint(
-        "GET", KB + "/versions", list_versions, "Versions, newest first", s.VersionsOut, query=s.VersionsQuery
+        "GET", KB + "/versions", list_versions, "Versions, newest first", m.VersionPage, query=s.VersionsQuery
     ),
-    Endpoint("GET", KB + "/versions/{version}", get_version, "One version with its diff", s.VersionDetail),
-    Endpoint("POST", KB + "/revert", revert, "Revert the files to a version", s.WriteResult, body=s.RevertIn),
+    Endpoint("GET", KB + "/versions/{version}", get_version, "One version with its diff", m.VersionDetail),
+    Endpoint("POST", KB + "/revert", revert, "Revert the files to a version", m.WriteResult, body=s.RevertIn),
     Endpoint(
         "POST",
         KB + "/versions/{version}/undo",
         undo,
         "Undo one version: put back the files it changed as they were before it",
-        s.WriteResult,
+        m.WriteResult,
         body=s.UndoIn,
     ),
     Endpoint(
-        "GET", KB + "/review", review_status, "Agent writes since the review marker", s.ReviewOut, admin=True
+        "GET",
+        KB + "/review",
+        review_status,
+        "Agent writes since the review marker",
+        m.ReviewStatus,
+        admin=True,
     ),
     Endpoint(
         "POST",
         KB + "/review",
         mark_reviewed,
         'Move the "reviewed up to" marker',
-        s.ReviewOut,
+        m.ReviewStatus,
         body=s.ReviewIn,
         admin=True,
     ),
-    Endpoint("GET", KB + "/search", search_kb, "Full-text search", s.SearchOut, query=s.SearchQuery),
+    Endpoint("GET", KB + "/search", search_kb, "Full-text search", m.SearchResults, query=s.SearchQuery),
     Endpoint(
         "GET",
         KB + "/index",
         index_status,
         "Index status; waits for a version",
-        s.IndexOut,
+        m.IndexStatus,
         query=s.IndexQuery,
     ),
     Endpoint(
@@ -331,35 +310,39 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         KB + "/proposals",
         list_proposals,
         "Proposals of the KB",
-        s.ProposalsOut,
+        m.ProposalList,
         query=s.ProposalsQuery,
     ),
-    Endpoint("GET", KB + "/proposals/{proposal}", get_proposal, "One proposal", s.ProposalOut),
+    Endpoint("GET", KB + "/proposals/{proposal}", get_proposal, "One proposal", m.Proposal),
     Endpoint(
-        "POST", KB + "/proposals/{proposal}/approve", approve, "Approve a proposal", _Decision, admin=True
+        "POST", KB + "/proposals/{proposal}/approve", approve, "Approve a proposal", m.Approval, admin=True
     ),
     Endpoint(
         "POST",
         KB + "/proposals/{proposal}/reject",
         reject,
         "Reject a proposal",
-        _Decision,
+        m.Rejection,
         body=s.RejectIn,
         admin=True,
     ),
-    Endpoint("POST", "/runs", start_run, "Start a run (pins a snapshot)", s.RunOut, 201, body=s.RunIn),
+    Endpoint("POST", "/runs", start_run, "Start a run (pins a snapshot)", m.RunStarted, 201, body=s.RunIn),
     Endpoint(
         "GET",
         "/runs/{run}/kbs/{slug}/files",
         run_files,
         "Files at the run's snapshot",
-        s.FilesOut,
-        query=_RunFilesQuery,
+        m.FileList,
+        query=s.RunFilesQuery,
     ),
     Endpoint(
-        "GET", "/runs/{run}/kbs/{slug}/files/{path:path}", run_file, "A file at the run's snapshot", s.FileOut
+        "GET",
+        "/runs/{run}/kbs/{slug}/files/{path:path}",
+        run_file,
+        "A file at the run's snapshot",
+        m.FileContent,
     ),
-    Endpoint("GET", "/agents", list_agents, "Agents", s.AgentsOut, admin=True),
+    Endpoint("GET", "/agents", list_agents, "Agents", m.AgentList, admin=True),
     Endpoint(
         "POST",
         "/agents",
@@ -370,22 +353,22 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         body=s.AgentCreate,
         admin=True,
     ),
-    Endpoint("GET", "/agents/{name}", get_agent, "One agent", s.AgentOut, admin=True),
-    Endpoint("DELETE", "/agents/{name}", delete_agent, "Delete an agent", _Deleted, admin=True),
+    Endpoint("GET", "/agents/{name}", get_agent, "One agent", m.Agent, admin=True),
+    Endpoint("DELETE", "/agents/{name}", delete_agent, "Delete an agent", m.AgentDeleted, admin=True),
     Endpoint(
         "POST", "/agents/{name}/token", rotate_token, "Replace an agent's token", s.AgentWithToken, admin=True
     ),
-    Endpoint("GET", "/agents/{name}/links", list_links, "An agent's links", _Links, admin=True),
+    Endpoint("GET", "/agents/{name}/links", list_links, "An agent's links", s.Links, admin=True),
     Endpoint(
         "POST",
         "/agents/{name}/links",
         add_link,
         "Link an agent to a KB",
-        s.AgentOut,
+        m.Agent,
         body=s.LinkIn,
         admin=True,
     ),
-    Endpoint("DELETE", "/agents/{name}/links/{slug}", delete_link, "Remove a link", s.AgentOut, admin=True),
+    Endpoint("DELETE", "/agents/{name}/links/{slug}", delete_link, "Remove a link", m.Agent, admin=True),
 )
 
 

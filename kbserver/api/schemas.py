@@ -1,58 +1,47 @@
-"""Pydantic models of the HTTP API's query strings, bodies and answers (the source of /openapi.json)."""
+"""Pydantic models of the HTTP API's query strings and bodies, and the few answers only the API has.
+
+Answers are the services' own models (kbserver.services.models); /openapi.json is generated from both.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool
 
 from kbserver.core.model import (
     AGENT_PATTERN,
     SLUG_PATTERN,
     VERSION_PATTERN,
-    FileEntry,
     Message,
     Permission,
-    VersionInfo,
     WriteRequest,
-    WriteResult,
 )
 from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN
+from kbserver.services.models import Agent, KBSummary, Link
 
 __all__ = [
     "AgentCreate",
-    "AgentOut",
     "AgentWithToken",
-    "AgentsOut",
     "ErrorOut",
-    "FileOut",
-    "FilesOut",
     "FilesQuery",
-    "IndexOut",
     "IndexQuery",
     "KBCreate",
-    "KBOut",
-    "KBSummary",
-    "KBsOut",
+    "KBList",
     "LinkIn",
-    "ProposalOut",
-    "ProposalsOut",
+    "Links",
+    "NoQuery",
     "ProposalsQuery",
     "ReadQuery",
     "RejectIn",
     "RevertIn",
     "ReviewIn",
-    "ReviewOut",
+    "RunFilesQuery",
     "RunIn",
-    "RunOut",
-    "SearchOut",
     "SearchQuery",
     "UndoIn",
-    "VersionDetail",
-    "VersionsOut",
     "VersionsQuery",
     "WriteRequest",
-    "WriteResult",
 ]
 
 
@@ -90,25 +79,8 @@ class KBCreate(_In):
     description: str = Field(default="", max_length=2000)
 
 
-class KBSummary(BaseModel):
-    slug: str
-    description: str
-    head: str | None
-    permission: str
-
-
-class KBsOut(BaseModel):
-    kbs: list[KBSummary]
-
-
-class KBOut(BaseModel):
-    slug: str
-    description: str
-    head: str | None
-    file_count: int
-    indexed_version: str | None
-    permission: str | None = None
-    limits: dict[str, int] | None = None
+class KBList(RootModel[list[KBSummary]]):
+    """`GET /kbs` answers a bare list."""
 
 
 class FilesQuery(_In):
@@ -120,37 +92,18 @@ class ReadQuery(_In):
     version: Version | None = None
 
 
-class FilesOut(BaseModel):
-    version: str | None
-    files: list[FileEntry]
+class RunFilesQuery(_In):
+    prefix: str = ""
 
 
-class FileOut(BaseModel):
-    path: str
-    content: str
-    sha256: str
-    version: str | None
+class NoQuery(_In):
+    pass
 
 
 class VersionsQuery(_In):
     path: FilePath | None = None
     limit: int = Field(default=50, ge=1, le=200)
     cursor: Version | None = None
-
-
-class VersionsOut(BaseModel):
-    versions: list[VersionInfo]
-    next_cursor: str | None
-
-
-class DiffEntry(BaseModel):
-    path: str
-    change: Literal["added", "modified", "deleted"]
-    patch: str
-
-
-class VersionDetail(VersionInfo):
-    diff: list[DiffEntry]
 
 
 class RevertIn(_In):
@@ -166,12 +119,6 @@ class ReviewIn(_In):
     version: Version
 
 
-class ReviewOut(BaseModel):
-    reviewed: str | None = Field(description='the "reviewed up to" version, null before the first review')
-    unreviewed: list[VersionInfo] = Field(description="agent writes and approvals after it, newest first")
-    more: bool = Field(description="true when more unreviewed versions exist than are listed (500)")
-
-
 class SearchQuery(_In):
     q: SearchText
     limit: int = Field(default=10, ge=1, le=100)
@@ -179,79 +126,22 @@ class SearchQuery(_In):
     prefix: str | None = None
 
 
-class SearchHit(BaseModel):
-    path: str
-    score: float
-    snippet: str
-
-
-class SearchOut(BaseModel):
-    hits: list[SearchHit]
-    total: int
-    version: str | None
-
-
 class IndexQuery(_In):
     wait_for: Version | None = None
     timeout: float = Field(default=10.0, ge=0, le=60)
-
-
-class IndexOut(BaseModel):
-    head: str | None
-    indexed_version: str | None
-    covered: bool | None = None
-    index_error: str | None = None  # the follower's last failure on this index, until it catches up
 
 
 class ProposalsQuery(_In):
     status: Literal["pending", "applying", "approved", "rejected"] | None = None
 
 
-class ProposalFile(BaseModel):
-    path: str
-    mode: str
-
-
-class ProposalOut(BaseModel):
-    id: str
-    agent: str
-    created: str | None
-    status: Literal["pending", "applying", "approved", "rejected"]
-    files: list[ProposalFile]
-    message: str | None = None
-    run: str | None = None
-    reason: str | None = None
-    version: str | None = None
-    diff: list[DiffEntry] | None = None
-
-
-class ProposalsOut(BaseModel):
-    proposals: list[ProposalOut]
-
-
 class RejectIn(_In):
     reason: str | None = Field(default=None, max_length=10_000)
-
-
-class ProposalPending(BaseModel):
-    id: str
-    status: Literal["pending"]
-
-
-class ProposalAccepted(BaseModel):
-    proposal: ProposalPending
 
 
 class RunIn(_In):
     kbs: list[Slug] | None = None
     interactive: StrictBool = False
-
-
-class RunOut(BaseModel):
-    id: str
-    mounts: dict[str, str]
-    interactive: bool
-    expires: str
 
 
 def _default_tools() -> list[ToolSet]:
@@ -265,25 +155,14 @@ class AgentCreate(_In):
     auto_record: StrictBool = False
 
 
-class LinkOut(BaseModel):
-    kb: str
-    permission: Permission
+class AgentWithToken(Agent):
+    """A new agent or a rotated token: the token is shown this once."""
 
-
-class AgentOut(BaseModel):
-    name: str
-    parent: str | None
-    tools: list[str]
-    auto_record: bool
-    links: list[LinkOut]
-
-
-class AgentWithToken(AgentOut):
     token: str
 
 
-class AgentsOut(BaseModel):
-    agents: list[AgentOut]
+class Links(BaseModel):
+    links: list[Link]
 
 
 class LinkIn(_In):

@@ -64,13 +64,13 @@ class DialectCall:
     def writable(self) -> list[str]:
         """Slugs of the KBs the caller may write (the admin: every KB)."""
         return [
-            str(kb["slug"])
+            kb.slug
             for kb in kbs.visible(self.services, self.caller)
-            if kb["permission"] in ("admin", "read_write", "read_write_ask")
+            if kb.permission in ("admin", "read_write", "read_write_ask")
         ]
 
     def readable(self) -> list[str]:
-        return [str(kb["slug"]) for kb in kbs.visible(self.services, self.caller)]
+        return [kb.slug for kb in kbs.visible(self.services, self.caller)]
 
     def kb(self, kb: str | None) -> str:
         """`kb`, or the caller's only writable KB. Raises InvalidRequest when that is ambiguous."""
@@ -93,14 +93,12 @@ class DialectCall:
             if err.details.get("path") == path:
                 return None
             raise
-        return Current(str(found["content"]), str(found["sha256"]))
+        return Current(found.content, found.sha256)
 
     def entries(self, slug: str, prefix: str) -> dict[str, tuple[int, str]]:
         """`{path: (size, sha256)}` of the current files under `prefix`, in path order. Raises NotFound."""
         listing = files.listing(self.services, self.caller, slug, prefix)
-        found = listing["files"]
-        assert isinstance(found, list)
-        return {str(e["path"]): (int(e["size"]), str(e["sha256"])) for e in found}
+        return {e.path: (e.size, e.sha256) for e in listing.files}
 
     def paths(self, slug: str, prefix: str) -> list[str]:
         """Paths of the current files under `prefix`, sorted. Raises NotFound."""
@@ -129,9 +127,7 @@ class DialectCall:
             ) from None
         if isinstance(result, WriteResult):
             return Written(result.version)
-        proposal = result.get("proposal")
-        assert isinstance(proposal, dict)
-        return Written(None, proposal)
+        return Written(None, result.proposal.model_dump(mode="json"))
 
 
 def retry_stale(attempt: Callable[[], T]) -> T:

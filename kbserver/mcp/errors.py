@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from kbserver.core.errors import InvalidRequest, KBError
 
@@ -28,8 +28,10 @@ def error_result(err: KBError) -> CallToolResult:
     )
 
 
-def ok_result(data: dict[str, Any]) -> CallToolResult:
+def ok_result(data: BaseModel | dict[str, Any]) -> CallToolResult:
     """A structured result; the text block carries the same JSON for clients that only read text."""
+    if isinstance(data, BaseModel):
+        data = data.model_dump(mode="json")
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from kbserver.core.model import Caller
+from kbserver.services.models import KBSummary
 
 __all__ = ["LEARNING_POLICY", "MEMORY_RULES", "instructions"]
 
@@ -33,21 +34,21 @@ Learning policy (you record what you learn):
 - In an unattended run, update memory as the last step."""
 
 
-def _kb_lines(kbs: Sequence[Mapping[str, object]]) -> list[str]:
+def _kb_lines(kbs: Sequence[KBSummary]) -> list[str]:
     lines = []
     for kb in kbs:
-        description = str(kb.get("description") or "").strip() or "(no description)"
-        lines.append(f"- {kb['slug']} ({kb['permission']}): {description}")
+        description = kb.description.strip() or "(no description)"
+        lines.append(f"- {kb.slug} ({kb.permission}): {description}")
     return lines
 
 
 def instructions(
     caller: Caller,
-    kbs: Sequence[Mapping[str, object]],
+    kbs: Sequence[KBSummary],
     run: tuple[str, Mapping[str, str]] | None = None,
     extra: Sequence[str] = (),
 ) -> str:
-    """The instructions for `caller`, who can reach `kbs` (`[{slug, description, permission}]`).
+    """The instructions for `caller`, who can reach `kbs`.
 
     `extra` are the parts of the caller's dialects (e.g. its MEMORY.md), added at the end."""
     who = "the admin" if caller.is_admin else f"agent {caller.name}"
@@ -59,13 +60,13 @@ def instructions(
     if kbs:
         reach = ["KBs you can reach (slug, permission: description):", *_kb_lines(kbs)]
         if len(kbs) == 1:
-            reach.append(f"You can omit `kb` in every tool call: it defaults to {kbs[0]['slug']}.")
+            reach.append(f"You can omit `kb` in every tool call: it defaults to {kbs[0].slug}.")
         else:
             reach.append("Pass `kb` (a slug above) in every tool call.")
         parts.append("\n".join(reach))
     else:
         parts.append("You cannot reach any KB yet; ask an admin to link you to one.")
-    if any(kb.get("permission") == "read_write_ask" for kb in kbs):
+    if any(kb.permission == "read_write_ask" for kb in kbs):
         parts.append(
             "Where your permission is read_write_ask, a write becomes a proposal that an admin approves or "
             "rejects; it is not part of the KB until then."

@@ -63,7 +63,7 @@ def resource_page(
     if mounts is not None:
         slugs = sorted(mounts)
     else:
-        slugs = sorted(str(kb["slug"]) for kb in kbs.visible(services, caller))
+        slugs = sorted(kb.slug for kb in kbs.visible(services, caller))
     page: list[Resource] = []
     for slug in (s for s in slugs if s >= start_slug):
         start = skip if slug == start_slug else 0
@@ -103,7 +103,7 @@ def register_resources(server: MCPServer[Any], binding: Binding) -> None:
             found = files.read(services, binding.caller(), slug, path, version)
         except KBError as err:
             raise resource_error(err, uri(slug, path, version)) from None
-        return str(found["content"])
+        return found.content
 
     @server.resource(
         "kb://{slug}/{+path}",
@@ -125,6 +125,6 @@ def register_resources(server: MCPServer[Any], binding: Binding) -> None:
                 found = files.read(services, caller, slug, path)
         except KBError as err:
             raise resource_error(err, uri(slug, path)) from None
-        return str(found["content"])
+        return found.content
 
     del kb_file_at_version, kb_file  # registered on the server; not used otherwise

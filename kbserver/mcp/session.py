@@ -72,9 +72,7 @@ class Binding:
         if caller.is_admin:
             return None
         started = runs.start(self.services, caller, interactive=True)
-        mounts = started["mounts"]
-        assert isinstance(mounts, dict)
-        return RunInfo(str(started["id"]), dict(mounts))
+        return RunInfo(started.id, dict(started.mounts))
 
 
 def connection_of(rctx: _Ctx) -> Connection | None:

@@ -15,7 +15,7 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field, ValidationError
 
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
-from kbserver.core.model import Caller, FileChange, Limits, WriteRequest, WriteResult
+from kbserver.core.model import Caller, FileChange, Limits, WriteRequest
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
 from kbserver.services import Services, kbs, search, versions, writes
@@ -103,7 +103,7 @@ def _files_description(limits: Limits) -> str:
 
 
 def _reachable(services: Services, caller: Caller) -> list[str]:
-    return [str(kb["slug"]) for kb in kbs.visible(services, caller)]
+    return [kb.slug for kb in kbs.visible(services, caller)]
 
 
 def _resolve_kb(services: Services, caller: Caller, kb: str | None) -> str:
@@ -123,11 +123,11 @@ def _resolve_kb(services: Services, caller: Caller, kb: str | None) -> str:
 def _wait_for_index(services: Services, caller: Caller, slug: str) -> None:
     """Best effort: let the index catch up with the head before searching (read-your-writes)."""
     status = search.status(services, caller, slug)
-    head = status["head"]
-    if head is None or head == status["indexed_version"]:
+    head = status.head
+    if head is None or head == status.indexed_version:
         return
     try:
-        search.status(services, caller, slug, wait_for=str(head), timeout=INDEX_WAIT_SECONDS)
+        search.status(services, caller, slug, wait_for=head, timeout=INDEX_WAIT_SECONDS)
     except Exception:  # a slow or busy index must not fail the search; results may lag behind
         log.warning("index of KB %s did not catch up before a search", slug, exc_info=True)
 
@@ -146,7 +146,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         caller = binding.caller()
         slug = _resolve_kb(services, caller, kb)
         listing = kb_files.listing(services, caller, slug, prefix or "")
-        return ok_result({"kb": slug, **listing})
+        return ok_result({"kb": slug, **listing.model_dump(mode="json")})
 
     def read_context_file(
         path: FilePath, kb: Kb = None, version: Version = None
@@ -160,7 +160,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         caller = binding.caller()
         slug = _resolve_kb(services, caller, kb)
         found = kb_files.read(services, caller, slug, path, version)
-        return ok_result({"kb": slug, **found})
+        return ok_result({"kb": slug, **found.model_dump(mode="json")})
 
     def list_context_versions(
         kb: Kb = None, path: HistoryPath = None, limit: VersionsLimit = 20
@@ -174,9 +174,8 @@ def context_tools(binding: "Binding") -> list[Tool]:
         caller = binding.caller()
         slug = _resolve_kb(services, caller, kb)
         page = versions.listing(services, caller, slug, path=path or None, limit=limit)
-        found = page["versions"]
-        assert isinstance(found, list)
-        return ok_result({"kb": slug, "versions": [{k: v[k] for k in _VERSION_FIELDS} for v in found]})
+        shown = [v.model_dump(mode="json", include=set(_VERSION_FIELDS)) for v in page.versions]
+        return ok_result({"kb": slug, "versions": shown})
 
     def write_context(
         files: Annotated[list[FileChange], Field(min_length=1, description=_files_description(limits))],
@@ -213,8 +212,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
                 f"session: {how}",
                 **err.details,
             ) from None
-        data = result.model_dump(mode="json") if isinstance(result, WriteResult) else result
-        return ok_result(data)
+        return ok_result(result)
 
     def search_context(
         query: Query, kb: Kb = None, limit: Limit = 10, prefix: Prefix = None
@@ -227,9 +225,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         slug = _resolve_kb(services, caller, kb)
         _wait_for_index(services, caller, slug)
         found = search.query(services, caller, slug, query, limit=limit, prefix=prefix, exact_total=False)
-        hits = found["hits"]
-        assert isinstance(hits, list)
-        return ok_result({"hits": [{"kb": slug, **hit} for hit in hits]})
+        return ok_result({"hits": [{"kb": slug, **hit.model_dump(mode="json")} for hit in found.hits]})
 
     write_annotations = ToolAnnotations(
         read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False

@@ -9,6 +9,7 @@ from kbserver.control import AgentRow
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import AGENT_PATTERN, Caller, Permission
 from kbserver.services.context import Services
+from kbserver.services.models import Agent, AgentDeleted, AgentList, Link
 
 __all__ = ["TOOL_SETS", "create", "delete", "get", "link", "listing", "render", "rotate", "unlink"]
 
@@ -22,14 +23,14 @@ def _admin(caller: Caller) -> None:
         raise Forbidden("only the admin can manage agents and links")
 
 
-def render(row: AgentRow) -> dict[str, object]:
-    return {
-        "name": row.name,
-        "parent": row.parent,
-        "tools": list(row.tools),
-        "auto_record": row.auto_record,
-        "links": [{"kb": slug, "permission": perm} for slug, perm in sorted(row.links.items())],
-    }
+def render(row: AgentRow) -> Agent:
+    return Agent(
+        name=row.name,
+        parent=row.parent,
+        tools=list(row.tools),
+        auto_record=row.auto_record,
+        links=[Link(kb=slug, permission=perm) for slug, perm in sorted(row.links.items())],
+    )
 
 
 def _token() -> str:
@@ -43,7 +44,7 @@ def create(
     parent: str | None = None,
     tools: list[str] | None = None,
     auto_record: bool = False,
-) -> tuple[dict[str, object], str]:
+) -> tuple[Agent, str]:
     """Create an agent; returns it and its token (shown once, stored only as a hash).
 
     Raises Forbidden, InvalidRequest, AlreadyExists, NotFound (unknown parent).
@@ -63,7 +64,7 @@ def create(
     return get(services, caller, name), token
 
 
-def get(services: Services, caller: Caller, name: str) -> dict[str, object]:
+def get(services: Services, caller: Caller, name: str) -> Agent:
     """Raises Forbidden, NotFound."""
     _admin(caller)
     row = services.control.agent(name)
@@ -72,20 +73,21 @@ def get(services: Services, caller: Caller, name: str) -> dict[str, object]:
     return render(row)
 
 
-def listing(services: Services, caller: Caller) -> dict[str, object]:
+def listing(services: Services, caller: Caller) -> AgentList:
+    """Raises Forbidden."""
     _admin(caller)
-    return {"agents": [render(r) for r in services.control.agents()]}
+    return AgentList(agents=[render(r) for r in services.control.agents()])
 
 
-def delete(services: Services, caller: Caller, name: str) -> dict[str, object]:
+def delete(services: Services, caller: Caller, name: str) -> AgentDeleted:
     """Delete an agent and its links; its token stops working at once. Raises Forbidden, NotFound."""
     _admin(caller)
     if not services.control.delete_agent(name):
         raise NotFound(f"agent {name} does not exist", name=name)
-    return {"name": name, "deleted": True}
+    return AgentDeleted(name=name, deleted=True)
 
 
-def rotate(services: Services, caller: Caller, name: str) -> tuple[dict[str, object], str]:
+def rotate(services: Services, caller: Caller, name: str) -> tuple[Agent, str]:
     """A new token for the agent; the old one stops working. Raises Forbidden, NotFound."""
     _admin(caller)
     token = _token()
@@ -94,7 +96,7 @@ def rotate(services: Services, caller: Caller, name: str) -> tuple[dict[str, obj
     return get(services, caller, name), token
 
 
-def link(services: Services, caller: Caller, name: str, slug: str, permission: str) -> dict[str, object]:
+def link(services: Services, caller: Caller, name: str, slug: str, permission: str) -> Agent:
     """Give an agent a permission on a KB, replacing any earlier one.
 
     Raises Forbidden, NotFound, InvalidRequest.
@@ -111,7 +113,7 @@ def link(services: Services, caller: Caller, name: str, slug: str, permission: s
     return get(services, caller, name)
 
 
-def unlink(services: Services, caller: Caller, name: str, slug: str) -> dict[str, object]:
+def unlink(services: Services, caller: Caller, name: str, slug: str) -> Agent:
     """Raises Forbidden, NotFound."""
     _admin(caller)
     if not services.control.unlink(name, slug):

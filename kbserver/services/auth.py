@@ -8,6 +8,7 @@ from kbserver.control import AgentRow
 from kbserver.core.errors import Forbidden, NotFound, Unauthorized
 from kbserver.core.model import Caller, Permission
 from kbserver.services.context import Services
+from kbserver.services.models import Access
 
 __all__ = ["ADMIN", "authenticate", "caller_for", "permission", "require_read", "require_write"]
 
@@ -40,17 +41,20 @@ def _agent(row: AgentRow) -> Caller:
     )
 
 
-def permission(caller: Caller, slug: str) -> str | None:
+def permission(caller: Caller, slug: str) -> Access | None:
     """`admin`, the agent's link permission, or None when the KB is not visible to the caller."""
     if caller.is_admin:
         return "admin"
     return caller.links.get(slug)
 
 
-def require_read(services: Services, caller: Caller, slug: str) -> None:
-    """Raises NotFound unless the KB exists and the caller may see it (never revealing which)."""
-    if permission(caller, slug) is None or not services.repos.exists(slug):
+def require_read(services: Services, caller: Caller, slug: str) -> Access:
+    """The caller's access to the KB. Raises NotFound unless the KB exists and the caller may see it
+    (never revealing which)."""
+    perm = permission(caller, slug)
+    if perm is None or not services.repos.exists(slug):
         raise NotFound(f"KB {slug} does not exist or is not visible to you", slug=slug)
+    return perm
 
 
 def require_write(services: Services, caller: Caller, slug: str) -> Permission | None:

@@ -16,13 +16,14 @@ from kbserver.core.model import Caller, FileEntry
 from kbserver.core.paths import check_path, check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
+from kbserver.services.models import ExportResult, FileContent, FileList
 from kbserver.store import KBRepo
 
 __all__ = ["archive", "entry_page", "export", "list_at", "listing", "read", "read_at", "visible_version"]
 
 
-def list_at(services: Services, slug: str, version: str | None, prefix: str = "") -> dict[str, object]:
-    """`{version, files: [{path, size, sha256}]}` at `version` (the head when None), sorted by path.
+def list_at(services: Services, slug: str, version: str | None, prefix: str = "") -> FileList:
+    """The files at `version` (the head when None), sorted by path.
 
     Raises InvalidRequest or NotFound for a bad version.
     """
@@ -32,7 +33,7 @@ def list_at(services: Services, slug: str, version: str | None, prefix: str = ""
     for path, blob in repo.view(resolved).walk(check_prefix(prefix)):
         size, sha256 = repo.digest(blob)
         files.append(FileEntry(path=path, size=size, sha256=sha256))
-    return {"version": resolved, "files": [f.model_dump() for f in files]}
+    return FileList(version=resolved, files=files)
 
 
 def entry_page(
@@ -57,8 +58,8 @@ def visible_version(services: Services, caller: Caller, slug: str) -> str | None
     return services.repos.repo(slug).head()
 
 
-def read_at(services: Services, slug: str, path: str, version: str | None) -> dict[str, object]:
-    """`{path, content, sha256, version}` of one file. Raises InvalidRequest or NotFound."""
+def read_at(services: Services, slug: str, path: str, version: str | None) -> FileContent:
+    """One file with its sha256 and the version read. Raises InvalidRequest or NotFound."""
     path = check_path(path)
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
@@ -76,20 +77,18 @@ def read_at(services: Services, slug: str, path: str, version: str | None) -> di
         raise InvalidRequest(
             f"{path} is not UTF-8 text and cannot be returned as content", path=path
         ) from None
-    return {"path": path, "content": content, "sha256": sha256, "version": resolved}
+    return FileContent(path=path, content=content, sha256=sha256, version=resolved)
 
 
 def listing(
     services: Services, caller: Caller, slug: str, prefix: str = "", version: str | None = None
-) -> dict[str, object]:
+) -> FileList:
     """list_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
     return list_at(services, slug, version, prefix)
 
 
-def read(
-    services: Services, caller: Caller, slug: str, path: str, version: str | None = None
-) -> dict[str, object]:
+def read(services: Services, caller: Caller, slug: str, path: str, version: str | None = None) -> FileContent:
     """read_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
     return read_at(services, slug, path, version)
@@ -102,7 +101,7 @@ def export(
     folder: Path,
     version: str | None = None,
     progress: Callable[[int, int], None] | None = None,
-) -> dict[str, object]:
+) -> ExportResult:
     """Write a read-only copy of `version` into `folder` (missing or empty): all of it or nothing.
 
     The copy is written into a hidden folder beside `folder` and renamed into place once complete,
@@ -145,7 +144,7 @@ def export(
             folder=str(folder),
             **({"path": current} if current else {}),
         ) from None
-    return {"slug": slug, "version": resolved, "files": len(entries), "folder": str(folder)}
+    return ExportResult(slug=slug, version=resolved, files=len(entries), folder=str(folder))
 
 
 def _remove(tree: Path) -> None:

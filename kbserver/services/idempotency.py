@@ -17,6 +17,7 @@ from collections.abc import Callable
 from kbserver.core.errors import InvalidRequest, Unavailable
 from kbserver.core.model import Caller, WriteRequest, WriteResult
 from kbserver.services.context import Services
+from kbserver.services.models import ProposalAccepted, WriteOutcome
 
 __all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "once"]
 
@@ -29,8 +30,6 @@ ABANDON_SECONDS = 600.0
 
 log = logging.getLogger(__name__)
 
-Outcome = WriteResult | dict[str, object]
-
 
 def _body_sha256(req: WriteRequest) -> str:
     canonical = json.dumps(req.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
@@ -38,8 +37,13 @@ def _body_sha256(req: WriteRequest) -> str:
 
 
 def once(
-    services: Services, caller: Caller, slug: str, key: str, req: WriteRequest, write: Callable[[], Outcome]
-) -> Outcome:
+    services: Services,
+    caller: Caller,
+    slug: str,
+    key: str,
+    req: WriteRequest,
+    write: Callable[[], WriteOutcome],
+) -> WriteOutcome:
     """`write()` unless `key` answered this caller's same write to `slug` within 24 h.
 
     Raises InvalidRequest for a malformed key or a key used with another body, Unavailable when the
@@ -65,7 +69,9 @@ def once(
                 field="Idempotency-Key",
             )
         if held.result is not None:
-            return WriteResult.model_validate(held.result) if held.status == 200 else dict(held.result)
+            if held.status == 200:
+                return WriteResult.model_validate(held.result)
+            return ProposalAccepted.model_validate(held.result)
         if time.monotonic() > deadline:
             raise Unavailable("the first write with this Idempotency-Key is still running; retry in a moment")
         time.sleep(0.05)
@@ -74,7 +80,7 @@ def once(
     except BaseException:
         services.control.release_key(caller.actor, slug, key)
         raise
-    status, data = (200, result.model_dump(mode="json")) if isinstance(result, WriteResult) else (202, result)
+    status, data = 200 if isinstance(result, WriteResult) else 202, result.model_dump(mode="json")
     try:
         services.control.finish_key(caller.actor, slug, key, status, data)
     except Exception:  # the write is committed: its caller hears of it, whatever the key's fate

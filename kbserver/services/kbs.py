@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 from kbserver.changes import refuse_secrets, scan_secrets
@@ -15,6 +14,7 @@ from kbserver.core.paths import check_path
 from kbserver.services.auth import permission, require_read
 from kbserver.services.context import Services
 from kbserver.services.indexing import INDEX_SINK
+from kbserver.services.models import ImportResult, KBInfo, KBSummary
 from kbserver.store import CommitPlan
 
 __all__ = ["ImportResult", "create", "describe", "import_folder", "set_limits", "visible"]
@@ -44,7 +44,7 @@ def _check_slug(slug: str) -> None:
         )
 
 
-def create(services: Services, caller: Caller, slug: str, description: str = "") -> dict[str, object]:
+def create(services: Services, caller: Caller, slug: str, description: str = "") -> KBInfo:
     """Create a KB whose first version holds a README.md. Raises Forbidden, InvalidRequest, AlreadyExists."""
     if not caller.is_admin:
         raise Forbidden("only the admin can create KBs")
@@ -64,38 +64,41 @@ def _description(services: Services, slug: str) -> str:
     return row.description if row else ""
 
 
-def visible(services: Services, caller: Caller) -> list[dict[str, object]]:
-    """The KBs the caller can see: `[{slug, description, head, permission}]`."""
-    out: list[dict[str, object]] = []
+def visible(services: Services, caller: Caller) -> list[KBSummary]:
+    """The KBs the caller can see, by slug."""
+    out: list[KBSummary] = []
     for slug in services.repos.slugs():
         perm = permission(caller, slug)
         if perm is None:
             continue
         out.append(
-            {
-                "slug": slug,
-                "description": _description(services, slug),
-                "head": services.repos.repo(slug).head(),
-                "permission": perm,
-            }
+            KBSummary(
+                slug=slug,
+                description=_description(services, slug),
+                head=services.repos.repo(slug).head(),
+                permission=perm,
+            )
         )
     return out
 
 
-def describe(services: Services, caller: Caller, slug: str) -> dict[str, object]:
-    """`{slug, description, head, file_count, indexed_version}`. Raises NotFound."""
-    require_read(services, caller, slug)
+def describe(services: Services, caller: Caller, slug: str) -> KBInfo:
+    """A KB with its head, file count, indexed version, the caller's permission and limits.
+
+    Raises NotFound.
+    """
+    perm = require_read(services, caller, slug)
     repo = services.repos.repo(slug)
     head = repo.head()
-    return {
-        "slug": slug,
-        "description": _description(services, slug),
-        "head": head,
-        "file_count": repo.file_count(head),
-        "indexed_version": services.progress.covered(INDEX_SINK, slug),
-        "permission": permission(caller, slug),
-        "limits": services.limits(slug).model_dump(),
-    }
+    return KBInfo(
+        slug=slug,
+        description=_description(services, slug),
+        head=head,
+        file_count=repo.file_count(head),
+        indexed_version=services.progress.covered(INDEX_SINK, slug),
+        permission=perm,
+        limits=services.limits(slug),
+    )
 
 
 def set_limits(
@@ -104,7 +107,7 @@ def set_limits(
     slug: str,
     max_file_bytes: int | None = None,
     max_files: int | None = None,
-) -> dict[str, object]:
+) -> KBInfo:
     """Set a KB's own write limits (None keeps the current value).
 
     Raises Forbidden, NotFound, InvalidRequest.
@@ -121,14 +124,6 @@ def set_limits(
             current[name] = value
     services.control.set_limits(slug, current)
     return describe(services, caller, slug)
-
-
-@dataclass(frozen=True)
-class ImportResult:
-    slug: str
-    version: str | None
-    files: int
-    skipped: list[str]
 
 
 def _collect(folder: Path) -> tuple[list[tuple[str, Path]], list[str]]:
@@ -191,7 +186,7 @@ def import_folder(
     if not services.repos.exists(slug):
         create(services, caller, slug, description)
     if not changes:
-        return ImportResult(slug, services.repos.repo(slug).head(), 0, skipped)
+        return ImportResult(slug=slug, version=services.repos.repo(slug).head(), files=0, skipped=skipped)
     _, writer = services.repos.get(slug)
 
     def job(tip: object) -> CommitPlan:
@@ -204,4 +199,4 @@ def import_folder(
 
     version, _, _ = writer.submit(job)
     services.committed(slug, version)
-    return ImportResult(slug, version, len(changes), skipped)
+    return ImportResult(slug=slug, version=version, files=len(changes), skipped=skipped)

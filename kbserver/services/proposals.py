@@ -14,6 +14,18 @@ from kbserver.core.model import Caller, WriteRequest, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.commits import commit, summary
 from kbserver.services.context import Services
+from kbserver.services.models import (
+    Approval,
+    Change,
+    DiffEntry,
+    ErrorInfo,
+    Proposal,
+    ProposalAccepted,
+    ProposalFile,
+    ProposalList,
+    ProposalPending,
+    Rejection,
+)
 from kbserver.services.reserved import check_caps
 from kbserver.store import CommitPlan, TreeView
 
@@ -28,7 +40,7 @@ CLAIM_TIMEOUT_SECONDS = 600.0
 
 def propose(
     services: Services, caller: Caller, slug: str, req: WriteRequest, run_id: str
-) -> dict[str, object]:
+) -> ProposalAccepted:
     """Validate `req` exactly like a write and keep it on refs/proposals/{id}. Raises like a write."""
     check_message(req.message)
     refuse_secrets(req.message, "message")
@@ -65,31 +77,35 @@ def propose(
             version=None,
         )
     )
-    return {"proposal": {"id": proposal_id, "status": "pending"}}
+    return ProposalAccepted(proposal=ProposalPending(id=proposal_id, status="pending"))
 
 
-def _render(services: Services, p: ProposalRow, with_diff: bool) -> dict[str, object]:
+def _render(services: Services, p: ProposalRow, with_diff: bool) -> Proposal:
     req = WriteRequest.model_validate(p.request)
-    out: dict[str, object] = {
-        "id": p.id,
-        "agent": p.agent,
-        "created": utc_iso(p.created),
-        "status": p.status,
-        "files": [{"path": f.path, "mode": f.mode} for f in req.files],
-        "message": req.message,
-        "run": p.run_id,
-        "base": p.base,
-        "reason": p.reason,
-        "decided_by": p.decided_by,
-        "decided": utc_iso(p.decided) if p.decided is not None else None,
-        "version": p.version,
-    }
+    diff, conflict = None, None
     if with_diff and p.status == "pending":
-        out.update(_diff_against_head(services, p.slug, req))
-    return out
+        diff, conflict = _diff_against_head(services, p.slug, req)
+    return Proposal(
+        id=p.id,
+        agent=p.agent,
+        created=utc_iso(p.created),
+        status=p.status,
+        files=[ProposalFile(path=f.path, mode=f.mode) for f in req.files],
+        message=req.message,
+        run=p.run_id,
+        base=p.base,
+        reason=p.reason,
+        decided_by=p.decided_by,
+        decided=utc_iso(p.decided) if p.decided is not None else None,
+        version=p.version,
+        diff=diff,
+        conflict=conflict,
+    )
 
 
-def _diff_against_head(services: Services, slug: str, req: WriteRequest) -> dict[str, object]:
+def _diff_against_head(
+    services: Services, slug: str, req: WriteRequest
+) -> tuple[list[DiffEntry], ErrorInfo | None]:
     """What approving now would change, or why it would be refused."""
     repo = services.repos.repo(slug)
     head = repo.head()
@@ -97,14 +113,14 @@ def _diff_against_head(services: Services, slug: str, req: WriteRequest) -> dict
     try:
         applied = check_caps(tip, apply(tip, req.files, services.limits(slug)))
     except KBError as err:
-        return {"diff": [], "conflict": err.to_dict()}
+        return [], ErrorInfo.model_validate(err.to_dict())
     diff = []
     for a in applied:
         old = tip.read(a.path)
         new = a.content
-        change = "added" if old is None else "deleted" if new is None else "modified"
-        diff.append({"path": a.path, "change": change, "patch": repo.text_patch(a.path, old, new)})
-    return {"diff": diff, "conflict": None}
+        change: Change = "added" if old is None else "deleted" if new is None else "modified"
+        diff.append(DiffEntry(path=a.path, change=change, patch=repo.text_patch(a.path, old, new)))
+    return diff, None
 
 
 def _row(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:
@@ -115,7 +131,7 @@ def _row(services: Services, caller: Caller, slug: str, proposal_id: str) -> Pro
     return p
 
 
-def listing(services: Services, caller: Caller, slug: str, status: str | None = None) -> dict[str, object]:
+def listing(services: Services, caller: Caller, slug: str, status: str | None = None) -> ProposalList:
     """Proposals of a KB (an agent sees its own), newest first. Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
     if status is not None and status not in PROPOSAL_STATUSES:
@@ -123,10 +139,10 @@ def listing(services: Services, caller: Caller, slug: str, status: str | None = 
     rows = services.control.proposals(slug, status)
     if not caller.is_admin:
         rows = [p for p in rows if p.agent == caller.name]
-    return {"proposals": [_render(services, p, with_diff=True) for p in rows]}
+    return ProposalList(proposals=[_render(services, p, with_diff=True) for p in rows])
 
 
-def get(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
+def get(services: Services, caller: Caller, slug: str, proposal_id: str) -> Proposal:
     """One proposal with its diff against the head and the reason of a rejection. Raises NotFound."""
     return _render(services, _row(services, caller, slug, proposal_id), with_diff=True)
 
@@ -174,7 +190,7 @@ def _settled(services: Services, p: ProposalRow) -> ProposalRow:
     return services.control.proposal(p.slug, p.id) or p
 
 
-def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> dict[str, object]:
+def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> Approval:
     """Re-apply the proposal on the current head as one `approval` version.
 
     The proposal is first claimed (pending -> applying, compare-and-set in the control store), so of
@@ -220,12 +236,12 @@ def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> 
             slug,
             result.version,
         )
-    return {"version": result.version, "status": "approved", "id": p.id}
+    return Approval(version=result.version, status="approved", id=p.id)
 
 
 def reject(
     services: Services, caller: Caller, slug: str, proposal_id: str, reason: str | None = None
-) -> dict[str, object]:
+) -> Rejection:
     """Reject a pending proposal with an optional reason the agent can read.
 
     One compare-and-set (pending -> rejected), so no approval can land once it says rejected.
@@ -234,4 +250,4 @@ def reject(
     p = _decidable(services, caller, slug, proposal_id)
     if p.status != "pending" or not services.control.reject_proposal(slug, p.id, caller.actor, reason):
         raise _not_pending(services, slug, p.id)
-    return {"status": "rejected", "id": p.id}
+    return Rejection(status="rejected", id=p.id)

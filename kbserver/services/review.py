@@ -12,6 +12,7 @@ from kbserver.services import kbs
 from kbserver.services.auth import require_read, require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
+from kbserver.services.models import DiffEntry, ReviewStatus, VersionCompare, VersionPage
 from kbserver.services.versions import info
 from kbserver.store import KBRepo, TreeView
 
@@ -111,14 +112,14 @@ def _admin(services: Services, caller: Caller, slug: str) -> None:
         raise Forbidden("only the admin reviews a KB's versions")
 
 
-def status(services: Services, caller: Caller, slug: str) -> dict[str, object]:
-    """`{reviewed, unreviewed: [version info], more}`: agent writes and approvals after the marker,
+def status(services: Services, caller: Caller, slug: str) -> ReviewStatus:
+    """The marker and the agent writes and approvals after the marker,
     newest first (at most MAX_UNREVIEWED; `more` is true past that). Raises NotFound, Forbidden."""
     _admin(services, caller, slug)
     repo = services.repos.repo(slug)
     reviewed = services.control.reviewed(slug)
     head = repo.head()
-    found: list[dict[str, object]] = []
+    found: list[VersionInfo] = []
     more = False
     if head is not None:
         for v in repo.first_parents(head):
@@ -129,11 +130,11 @@ def status(services: Services, caller: Caller, slug: str) -> dict[str, object]:
                 if len(found) == MAX_UNREVIEWED:
                     more = True
                     break
-                found.append(item.model_dump())
-    return {"reviewed": reviewed, "unreviewed": found, "more": more}
+                found.append(item)
+    return ReviewStatus(reviewed=reviewed, unreviewed=found, more=more)
 
 
-def mark(services: Services, caller: Caller, slug: str, version: str) -> dict[str, object]:
+def mark(services: Services, caller: Caller, slug: str, version: str) -> ReviewStatus:
     """Move the "reviewed up to" marker to `version` (a version on main); answers like `status`.
 
     Raises NotFound, Forbidden, InvalidRequest.
@@ -146,8 +147,8 @@ def mark(services: Services, caller: Caller, slug: str, version: str) -> dict[st
     return status(services, caller, slug)
 
 
-def compare(services: Services, caller: Caller, slug: str, a: str, b: str) -> dict[str, object]:
-    """`{from, to, diff: [{path, change, patch}]}`: what changed from version `a` to version `b`.
+def compare(services: Services, caller: Caller, slug: str, a: str, b: str) -> VersionCompare:
+    """What changed from version `a` to version `b`.
 
     Raises NotFound, InvalidRequest.
     """
@@ -156,11 +157,11 @@ def compare(services: Services, caller: Caller, slug: str, a: str, b: str) -> di
     old, new = repo.resolve(a), repo.resolve(b)
     assert old is not None and new is not None
     changes = repo.changes(old, new)
-    return {
-        "from": info(repo, old).model_dump(),
-        "to": info(repo, new).model_dump(),
-        "diff": [{"path": ch.path, "change": ch.change, "patch": repo.patch(ch)} for ch in changes],
-    }
+    return VersionCompare(
+        **{"from": info(repo, old)},
+        to=info(repo, new),
+        diff=[DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes],
+    )
 
 
 def history(
@@ -172,7 +173,7 @@ def history(
     kind: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
-) -> dict[str, object]:
+) -> VersionPage:
     """Like `versions.listing`, filtered by `author` (e.g. `agent:bob`) and `kind` too.
 
     A page looks at a bounded number of versions; `next_cursor` continues where it stopped.
@@ -186,7 +187,7 @@ def history(
     repo = services.repos.repo(slug)
     start = repo.resolve(cursor) if cursor else repo.head()
     if start is None:
-        return {"versions": [], "next_cursor": None}
+        return VersionPage(versions=[], next_cursor=None)
     walk = repo.path_history(start, path) if path else repo.first_parents(start)
     found: list[VersionInfo] = []
     next_cursor = None
@@ -198,7 +199,7 @@ def history(
         if (author and item.author != author) or (kind and item.kind != kind):
             continue
         found.append(item)
-    return {"versions": [v.model_dump() for v in found], "next_cursor": next_cursor}
+    return VersionPage(versions=found, next_cursor=next_cursor)
 
 
 def overview(services: Services, caller: Caller) -> list[dict[str, object]]:
@@ -208,24 +209,23 @@ def overview(services: Services, caller: Caller) -> list[dict[str, object]]:
         raise Forbidden("only the admin sees the overview of every KB")
     out: list[dict[str, object]] = []
     for kb in kbs.visible(services, caller):
-        slug = str(kb["slug"])
+        slug = kb.slug
         repo = services.repos.repo(slug)
         head = repo.head()
         last = info(repo, head) if head else None
         unreviewed = status(services, caller, slug)
-        found = unreviewed["unreviewed"]
-        assert isinstance(found, list)
+        found = unreviewed.unreviewed
         out.append(
             {
                 "slug": slug,
-                "description": kb["description"],
+                "description": kb.description,
                 "head": head,
                 "time": last.time if last else None,
                 "last_writer": last.author if last else None,
                 "file_count": repo.file_count(head),
                 "pending": len(services.control.proposals(slug, "pending")),
                 "unreviewed": len(found),
-                "unreviewed_more": unreviewed["more"],
+                "unreviewed_more": unreviewed.more,
             }
         )
     return out

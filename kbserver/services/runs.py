@@ -11,13 +11,14 @@ from kbserver.core.model import Caller, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.files import list_at, read_at
+from kbserver.services.models import FileContent, FileList, RunStarted
 
 __all__ = ["list_files", "mounted", "owned_run", "read_file", "start"]
 
 
 def start(
     services: Services, caller: Caller, kbs: list[str] | None = None, interactive: bool = False
-) -> dict[str, object]:
+) -> RunStarted:
     """Pin the head of each KB the agent can read (or of `kbs`). Raises Forbidden, NotFound."""
     if caller.is_admin:
         raise Forbidden("runs belong to agents; call POST /runs with an agent's token")
@@ -40,7 +41,7 @@ def start(
         mounts=mounts,
     )
     services.control.add_run(run)
-    return {"id": run.id, "mounts": mounts, "interactive": interactive, "expires": utc_iso(run.expires)}
+    return RunStarted(id=run.id, mounts=mounts, interactive=interactive, expires=utc_iso(run.expires))
 
 
 def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:
@@ -61,13 +62,11 @@ def mounted(services: Services, caller: Caller, run_id: str, slug: str) -> str:
     return version
 
 
-def list_files(
-    services: Services, caller: Caller, run_id: str, slug: str, prefix: str = ""
-) -> dict[str, object]:
+def list_files(services: Services, caller: Caller, run_id: str, slug: str, prefix: str = "") -> FileList:
     """The files of `slug` at the run's pinned version. Raises NotFound."""
     return list_at(services, slug, mounted(services, caller, run_id, slug), prefix)
 
 
-def read_file(services: Services, caller: Caller, run_id: str, slug: str, path: str) -> dict[str, object]:
+def read_file(services: Services, caller: Caller, run_id: str, slug: str, path: str) -> FileContent:
     """One file of `slug` at the run's pinned version. Raises NotFound, InvalidRequest."""
     return read_at(services, slug, path, mounted(services, caller, run_id, slug))

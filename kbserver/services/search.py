@@ -11,6 +11,7 @@ from kbserver.core.paths import check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.indexing import INDEX_SINK
+from kbserver.services.models import IndexStatus, SearchHit, SearchResults
 
 __all__ = ["MAX_LIMIT", "MAX_WAIT_SECONDS", "on_main", "query", "status", "status_after", "wait_for"]
 
@@ -28,8 +29,10 @@ def query(
     prefix: str | None = None,
     filters: Mapping[str, str] | None = None,
     exact_total: bool = True,
-) -> dict[str, object]:
-    """`{hits: [{path, score, snippet}], total, version}`. Raises NotFound, InvalidRequest, Unavailable.
+) -> SearchResults:
+    """The best hits (path, score, snippet), the number of matches and the version searched.
+
+    Raises NotFound, InvalidRequest, Unavailable.
 
     Edges that show no total pass `exact_total=False` and save counting every match. `unavailable`
     means the index was found damaged; the follower rebuilds it from git.
@@ -50,11 +53,11 @@ def query(
         filters=filters,
         exact_total=exact_total,
     )
-    return {
-        "hits": [{"path": h.path, "score": round(h.score, 4), "snippet": h.snippet} for h in result.hits],
-        "total": result.total,
-        "version": result.version,
-    }
+    return SearchResults(
+        hits=[SearchHit(path=h.path, score=round(h.score, 4), snippet=h.snippet) for h in result.hits],
+        total=result.total,
+        version=result.version,
+    )
 
 
 def _check_timeout(timeout: float) -> None:
@@ -73,8 +76,9 @@ def on_main(services: Services, slug: str, version: str) -> str:
 
 def status(
     services: Services, caller: Caller, slug: str, wait_for: str | None = None, timeout: float = 10.0
-) -> dict[str, object]:
-    """`{head, indexed_version}`, after waiting up to `timeout` s for `wait_for` to be covered.
+) -> IndexStatus:
+    """The head and the indexed version, after waiting up to `timeout` s for `wait_for` to be covered
+    (then `covered` says whether it is).
 
     Blocks the calling thread while it waits: for the CLI and sync tools; edges on an event loop
     use `status_after`. Raises NotFound, InvalidRequest.
@@ -88,17 +92,13 @@ def status(
     return _status(services, slug, covered)
 
 
-def _status(services: Services, slug: str, covered: bool | None) -> dict[str, object]:
-    out: dict[str, object] = {
-        "head": services.repos.repo(slug).head(),
-        "indexed_version": services.progress.covered(INDEX_SINK, slug),
-    }
-    if covered is not None:
-        out["covered"] = covered
-    error = services.progress.error(INDEX_SINK, slug)
-    if error is not None:
-        out["index_error"] = error
-    return out
+def _status(services: Services, slug: str, covered: bool | None) -> IndexStatus:
+    return IndexStatus(
+        head=services.repos.repo(slug).head(),
+        indexed_version=services.progress.covered(INDEX_SINK, slug),
+        covered=covered,
+        index_error=services.progress.error(INDEX_SINK, slug),
+    )
 
 
 async def wait_for(
@@ -125,7 +125,7 @@ async def wait_for(
 
 async def status_after(
     services: Services, caller: Caller, slug: str, wait_for_version: str | None, timeout: float = 10.0
-) -> dict[str, object]:
+) -> IndexStatus:
     """`status` for edges on an event loop: the wait holds no thread (`GET /kbs/{slug}/index`)."""
     covered = None
     if wait_for_version is not None:

@@ -11,6 +11,7 @@ from kbserver.core.paths import check_path
 from kbserver.services.auth import require_read, require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
+from kbserver.services.models import DiffEntry, VersionDetail, VersionPage
 from kbserver.store import Change, KBRepo, TreeView
 
 __all__ = ["MAX_LIMIT", "get", "info", "listing", "revert"]
@@ -47,8 +48,8 @@ def listing(
     path: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
-) -> dict[str, object]:
-    """`{versions, next_cursor}` newest first; `path` keeps the versions that changed it.
+) -> VersionPage:
+    """A page of versions newest first; `path` keeps the versions that changed it.
 
     `cursor` is the `next_cursor` of the previous page. Raises NotFound, InvalidRequest.
     """
@@ -60,18 +61,15 @@ def listing(
     repo = services.repos.repo(slug)
     start = repo.resolve(cursor) if cursor else repo.head()
     if start is None:
-        return {"versions": [], "next_cursor": None}
+        return VersionPage(versions=[], next_cursor=None)
     walk = repo.path_history(start, path) if path else repo.first_parents(start)
     page = list(islice(walk, limit + 1))
     more = page[limit] if len(page) > limit else None
-    return {
-        "versions": [info(repo, v).model_dump() for v in page[:limit]],
-        "next_cursor": more,
-    }
+    return VersionPage(versions=[info(repo, v) for v in page[:limit]], next_cursor=more)
 
 
-def get(services: Services, caller: Caller, slug: str, version: str) -> dict[str, object]:
-    """One version plus `diff: [{path, change, patch}]` against its parent.
+def get(services: Services, caller: Caller, slug: str, version: str) -> VersionDetail:
+    """One version plus its diff against its parent.
 
     Raises NotFound, InvalidRequest.
     """
@@ -80,9 +78,8 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> dict[str
     resolved = repo.resolve(version)
     assert resolved is not None
     changes = repo.changes(repo.commit_info(resolved).parent, resolved)  # one tree diff for both
-    out: dict[str, object] = info(repo, resolved, changes).model_dump()
-    out["diff"] = [{"path": ch.path, "change": ch.change, "patch": repo.patch(ch)} for ch in changes]
-    return out
+    diff = [DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes]
+    return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff)
 
 
 def revert(

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from kbserver.changes import apply
 from kbserver.core.errors import ApprovalUnavailable, Forbidden
-from kbserver.core.model import Caller, WriteRequest, WriteResult
+from kbserver.core.model import Caller, WriteRequest
 from kbserver.services.auth import require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
 from kbserver.services.idempotency import once
+from kbserver.services.models import WriteOutcome
 from kbserver.services.proposals import propose
 from kbserver.services.reserved import check_caps, check_owner
 from kbserver.services.runs import owned_run
@@ -24,7 +25,7 @@ def submit(
     *,
     tool_set: str = "context",
     idempotency_key: str | None = None,
-) -> WriteResult | dict[str, object]:
+) -> WriteOutcome:
     """A write: a new version, or for a `read_write_ask` agent a pending proposal.
 
     `tool_set` names the dialect that makes the write (files reserved for another set are refused).
@@ -47,7 +48,7 @@ def submit(
 
 def _submit(
     services: Services, caller: Caller, slug: str, req: WriteRequest, tool_set: str, permission: str | None
-) -> WriteResult | dict[str, object]:
+) -> WriteOutcome:
     check_owner(caller, (f.path for f in req.files), tool_set)
     run = None
     if req.run_id is not None:

@@ -15,6 +15,7 @@ from kbserver.core.errors import Unauthorized
 from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, runs, writes
 from kbserver.services.auth import authenticate, caller_for
+from kbserver.services.models import ProposalAccepted
 from tests.cli.test_cli import kbserver
 from tests.cli.test_cli_errors import assert_one_error_line
 from tests.helpers import ADMIN_TOKEN, git_fsck, state
@@ -83,12 +84,10 @@ def _propose(data: Path, path: str) -> str:
     with opened(data) as services:
         caller = caller_for(services, "ask")
         run = runs.start(services, caller, interactive=True)
-        req = WriteRequest(
-            files=[Create(path=path, mode="create", content="proposed\n")], run_id=str(run["id"])
-        )
+        req = WriteRequest(files=[Create(path=path, mode="create", content="proposed\n")], run_id=run.id)
         out = writes.submit(services, caller, "team", req)
-        assert isinstance(out, dict)
-        return str(out["proposal"]["id"])  # type: ignore[index]
+        assert isinstance(out, ProposalAccepted)
+        return out.proposal.id
 
 
 def test_proposals_approve_and_reject(tmp_path: Path) -> None:

@@ -59,10 +59,10 @@ async def test_add_edit_remove_and_the_parent_read_only(connect: Connect, servic
         )
         ok(await alice.call_tool("add_memory", {"content": "最喜欢的城市是杭州"}))
         assert _file(services, ALICE) == "- Prefers espresso over filter coffee\n- 最喜欢的城市是杭州\n"
-        history = versions.listing(services, ADMIN, "notes", path=ALICE)["versions"]
-        assert isinstance(history, list) and len(history) == 2  # one version per change
-        assert history[0]["author"] == "agent:alice" and history[0]["version"] != added["version"]
-        assert history[1]["version"] == added["version"] and history[1]["paths"] == [ALICE]
+        history = versions.listing(services, ADMIN, "notes", path=ALICE).versions
+        assert len(history) == 2  # one version per change
+        assert history[0].author == "agent:alice" and history[0].version != added["version"]
+        assert history[1].version == added["version"] and history[1].paths == [ALICE]
 
         edited = ok(
             await alice.call_tool("edit_memory", {"old_string": "espresso", "new_string": "ristretto"})
@@ -155,7 +155,7 @@ async def test_admin_edits_within_the_cap_and_agents_cannot_write_it(
             )
             assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden", r.text
         assert state(services, "notes") == before
-    assert files.read(services, ADMIN, "notes", ALICE)["content"] == "- ok\n"
+    assert files.read(services, ADMIN, "notes", ALICE).content == "- ok\n"
 
 
 async def test_tools_follow_the_tool_sets(services: Services, family: None) -> None:

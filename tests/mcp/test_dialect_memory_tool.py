@@ -31,9 +31,7 @@ def connect(
 
 
 def _versions(services: Services) -> list[dict[str, Any]]:
-    found = versions.listing(services, ADMIN, "notes", limit=100)["versions"]
-    assert isinstance(found, list)
-    return found
+    return [v.model_dump() for v in versions.listing(services, ADMIN, "notes", limit=100).versions]
 
 
 def _text(result: Any) -> str:
@@ -42,7 +40,7 @@ def _text(result: Any) -> str:
 
 
 def _content(services: Services, path: str) -> str:
-    return str(files.read(services, ADMIN, "notes", path)["content"])
+    return files.read(services, ADMIN, "notes", path).content
 
 
 async def _memory(client: Client, **args: Any) -> Any:

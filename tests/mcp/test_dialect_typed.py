@@ -31,18 +31,15 @@ def connect(
 
 
 def _head_version(services: Services) -> dict[str, Any]:
-    found = versions.listing(services, ADMIN, "notes", limit=1)["versions"]
-    assert isinstance(found, list)
-    return found[0]  # type: ignore[no-any-return]
+    return versions.listing(services, ADMIN, "notes", limit=1).versions[0].model_dump()
 
 
 def _read(services: Services, path: str) -> str:
-    return str(files.read(services, ADMIN, "notes", path)["content"])
+    return files.read(services, ADMIN, "notes", path).content
 
 
 def _paths(services: Services, prefix: str = "") -> list[str]:
-    listing = files.listing(services, ADMIN, "notes", prefix)["files"]
-    return [f["path"] for f in listing]  # type: ignore[index, union-attr]
+    return [f.path for f in files.listing(services, ADMIN, "notes", prefix).files]
 
 
 def _recompiled(services: Services) -> tuple[str, str]:

@@ -13,6 +13,7 @@ from kbserver.core.errors import KBError, NotPending
 from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, agents, kbs, proposals, runs, writes
 from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services.models import ProposalAccepted
 from tests.helpers import git_fsck, state
 
 
@@ -27,12 +28,10 @@ def _setup(data: Path) -> Services:
 def _propose(services: Services, n: int) -> str:
     asker = caller_for(services, "asker")
     run = runs.start(services, asker, interactive=True)
-    req = WriteRequest(
-        files=[Create(path=f"p/{n}.md", mode="create", content=f"idea {n}\n")], run_id=run["id"]
-    )
+    req = WriteRequest(files=[Create(path=f"p/{n}.md", mode="create", content=f"idea {n}\n")], run_id=run.id)
     out = writes.submit(services, asker, "kb", req)
-    assert isinstance(out, dict)
-    return str(out["proposal"]["id"])  # type: ignore[index]
+    assert isinstance(out, ProposalAccepted)
+    return out.proposal.id
 
 
 def _trailers(services: Services) -> list[str]:
@@ -49,7 +48,7 @@ def _trailers(services: Services) -> list[str]:
 def test_reject_is_final_and_approval_after_it_changes_nothing(tmp_path: Path) -> None:
     services = _setup(tmp_path / "data")
     pid = _propose(services, 1)
-    assert proposals.reject(services, ADMIN, "kb", pid, "no")["status"] == "rejected"
+    assert proposals.reject(services, ADMIN, "kb", pid, "no").status == "rejected"
     before = state(services, "kb")
     for decide in (proposals.approve, proposals.reject):
         with pytest.raises(NotPending) as err:
@@ -76,7 +75,7 @@ def test_an_abandoned_claim_is_settled_from_main(tmp_path: Path, monkeypatch: py
     services = _setup(tmp_path / "data")
     lost, landed = _propose(services, 1), _propose(services, 2)
     # `landed`: its approval committed, then the process died before recording the decision
-    assert proposals.approve(services, ADMIN, "kb", landed)["status"] == "approved"
+    assert proposals.approve(services, ADMIN, "kb", landed).status == "approved"
     with services.control._tx() as db:  # type: ignore[attr-defined]
         db.execute("UPDATE proposals SET status = 'applying', version = NULL WHERE id = ?", (landed,))
     # `lost`: claimed, died before committing
@@ -87,9 +86,7 @@ def test_an_abandoned_claim_is_settled_from_main(tmp_path: Path, monkeypatch: py
     assert err.value.details["status"] == "approved"
     row = services.control.proposal("kb", landed)
     assert row is not None and row.version == services.repos.repo("kb").head()
-    assert (
-        proposals.approve(services, ADMIN, "kb", lost)["status"] == "approved"
-    )  # pending again, then applied
+    assert proposals.approve(services, ADMIN, "kb", lost).status == "approved"  # pending again, then applied
     assert sorted(_trailers(services)) == sorted([lost, landed])
     services.close()
 

@@ -1,0 +1,275 @@
+"""What the services return: one pydantic model per answer, dumped as they are by every edge.
+
+The API answers `model.model_dump(mode="json")` (and /openapi.json is generated from these models), MCP
+tools build their results from them, templates read their attributes. Field order is the order of the
+keys in the JSON answers, which outside tests check exactly: append new fields, never reorder.
+A field that is left out of an answer when it does not apply uses `exclude_if` (not `None` as a value).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
+
+from kbserver.core.model import FileEntry, Limits, Permission, VersionInfo, WriteResult
+
+__all__ = [
+    "Access",
+    "Agent",
+    "AgentDeleted",
+    "AgentList",
+    "Approval",
+    "Change",
+    "DiffEntry",
+    "ErrorInfo",
+    "ExportResult",
+    "FileContent",
+    "FileEntry",
+    "FileList",
+    "ImportResult",
+    "IndexStatus",
+    "KBInfo",
+    "KBSummary",
+    "Link",
+    "Proposal",
+    "ProposalAccepted",
+    "ProposalFile",
+    "ProposalList",
+    "ProposalPending",
+    "ProposalStatus",
+    "Rejection",
+    "ReviewStatus",
+    "RunStarted",
+    "SearchHit",
+    "SearchResults",
+    "VersionCompare",
+    "VersionDetail",
+    "VersionInfo",
+    "VersionPage",
+    "WriteOutcome",
+    "WriteResult",
+]
+
+Access = Literal["admin", "read", "read_write", "read_write_ask"]
+"""What a caller may do with a KB: `admin`, or the agent's link permission."""
+
+ProposalStatus = Literal["pending", "applying", "approved", "rejected"]
+Change = Literal["added", "modified", "deleted"]
+
+
+def _unset(value: object) -> bool:
+    return value is None
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class ErrorInfo(_Out):
+    """An error as the edges render it: `{code, message, ...details}`."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+    code: str
+    message: str
+
+
+# -- KBs -------------------------------------------------------------------------------------------
+class KBSummary(_Out):
+    slug: str
+    description: str
+    head: str | None
+    permission: Access
+
+
+class KBInfo(_Out):
+    slug: str
+    description: str
+    head: str | None
+    file_count: int
+    indexed_version: str | None
+    permission: Access
+    limits: Limits
+
+
+class ImportResult(_Out):
+    slug: str
+    version: str | None
+    files: int
+    skipped: list[str]
+
+
+# -- files -----------------------------------------------------------------------------------------
+class FileList(_Out):
+    version: str | None
+    files: list[FileEntry]
+
+
+class FileContent(_Out):
+    path: str
+    content: str
+    sha256: str
+    version: str | None
+
+
+class ExportResult(_Out):
+    slug: str
+    version: str | None
+    files: int
+    folder: str
+
+
+# -- versions --------------------------------------------------------------------------------------
+class VersionPage(_Out):
+    versions: list[VersionInfo]
+    next_cursor: str | None
+
+
+class DiffEntry(_Out):
+    path: str
+    change: Change
+    patch: str
+
+
+class VersionDetail(VersionInfo):
+    model_config = ConfigDict(frozen=True)
+    diff: list[DiffEntry]
+
+
+class VersionCompare(_Out):
+    """What changed from one version to another (`from` is a Python keyword: the field is `from_`)."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+    from_: VersionInfo = Field(alias="from")
+    to: VersionInfo
+    diff: list[DiffEntry]
+
+
+class ReviewStatus(_Out):
+    reviewed: str | None = Field(description='the "reviewed up to" version, null before the first review')
+    unreviewed: list[VersionInfo] = Field(description="agent writes and approvals after it, newest first")
+    more: bool = Field(description="true when more unreviewed versions exist than are listed (500)")
+
+
+# -- search ----------------------------------------------------------------------------------------
+class SearchHit(_Out):
+    path: str
+    score: float
+    snippet: str
+
+
+class SearchResults(_Out):
+    hits: list[SearchHit]
+    total: int
+    version: str | None
+
+
+class IndexStatus(_Out):
+    head: str | None
+    indexed_version: str | None
+    covered: bool | None = Field(
+        default=None, exclude_if=_unset, description="whether the index covers wait_for (only with it)"
+    )
+    index_error: str | None = Field(
+        default=None, exclude_if=_unset, description="why the index cannot be used now (it is being rebuilt)"
+    )
+
+
+# -- proposals -------------------------------------------------------------------------------------
+class ProposalPending(_Out):
+    id: str
+    status: Literal["pending"]
+
+
+class ProposalAccepted(_Out):
+    """The answer to a `read_write_ask` agent's write (HTTP 202)."""
+
+    proposal: ProposalPending
+
+
+WriteOutcome = WriteResult | ProposalAccepted
+"""A write made a version, or is a pending proposal."""
+
+
+class ProposalFile(_Out):
+    path: str
+    mode: str
+
+
+class Proposal(_Out):
+    """A proposal; a pending one shown with its diff also carries `diff` and `conflict`."""
+
+    id: str
+    agent: str
+    created: str
+    status: ProposalStatus
+    files: list[ProposalFile]
+    message: str | None
+    run: str | None
+    base: str | None
+    reason: str | None
+    decided_by: str | None
+    decided: str | None
+    version: str | None
+    diff: list[DiffEntry] | None = Field(
+        default=None, description="what approving now would change (pending proposals only)"
+    )
+    conflict: ErrorInfo | None = Field(
+        default=None, description="why approving now would be refused (with diff; null when it would apply)"
+    )
+
+    # No return annotation on purpose: pydantic would publish it as the answer's schema (`{}` for Any)
+    # instead of this model's fields.
+    @model_serializer(mode="wrap")
+    def _without_diff(self, handler: SerializerFunctionWrapHandler):  # type: ignore[no-untyped-def]
+        out = handler(self)
+        if self.diff is None and isinstance(out, dict):  # decided: no diff, and so no conflict either
+            out.pop("diff", None)
+            out.pop("conflict", None)
+        return out
+
+
+class ProposalList(_Out):
+    proposals: list[Proposal]
+
+
+class Approval(_Out):
+    version: str
+    status: Literal["approved"]
+    id: str
+
+
+class Rejection(_Out):
+    status: Literal["rejected"]
+    id: str
+
+
+# -- runs ------------------------------------------------------------------------------------------
+class RunStarted(_Out):
+    id: str
+    mounts: dict[str, str]
+    interactive: bool
+    expires: str
+
+
+# -- agents ----------------------------------------------------------------------------------------
+class Link(_Out):
+    kb: str
+    permission: Permission
+
+
+class Agent(_Out):
+    name: str
+    parent: str | None
+    tools: list[str]
+    auto_record: bool
+    links: list[Link]
+
+
+class AgentList(_Out):
+    agents: list[Agent]
+
+
+class AgentDeleted(_Out):
+    name: str
+    deleted: bool
