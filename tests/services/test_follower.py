@@ -105,7 +105,7 @@ def test_a_failing_sink_is_retried_and_reported_while_the_index_keeps_going(
     assert "disk of this sink is full" in str(services.progress.error("files", "notes"))
     assert sink.covered("notes") == v1
     status = search.status(services, ADMIN, "notes")
-    assert status["indexed_version"] == v2 and "index_error" not in status
+    assert status.indexed_version == v2 and status.index_error is None
 
     failed_attempts = sink.attempts
     sink.failing = False  # retried after its pause, without a new commit
@@ -209,8 +209,8 @@ def test_search_passes_exact_total_through(services: Services, kb: str) -> None:
     assert services.progress.wait_blocking(kb, v, 60)
     exact = search.query(services, ADMIN, kb, "kiwi", limit=5)
     quick = search.query(services, ADMIN, kb, "kiwi", limit=5, exact_total=False)
-    assert exact["total"] == 15 and 5 <= int(quick["total"]) <= 15  # type: ignore[call-overload]
-    assert exact["hits"] == quick["hits"]
+    assert exact.total == 15 and 5 <= quick.total <= 15
+    assert exact.hits == quick.hits
 
 
 @pytest.mark.slow

@@ -28,8 +28,8 @@ def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
                 version = writes.submit(services, ADMIN, slug, req).version
                 assert services.progress.wait_blocking(slug, version, 60)
                 found = search.query(services, ADMIN, slug, "crane", limit=100)
-                assert found["total"] == 20 and found["version"] == version
-                content = files.read(services, ADMIN, slug, "notes/0.md")["content"]
+                assert found.total == 20 and found.version == version
+                content = files.read(services, ADMIN, slug, "notes/0.md").content
                 assert content == f"{slug} crane 0\n" + "heron\n" * rounds
         assert len(services.pool) < 2 * len(slugs)  # repositories and indexes were closed on the way
         assert services.pool.weight() <= 1024 * 1024 or len(services.pool) == 1
