@@ -114,7 +114,7 @@ async def test_every_command_is_one_version(connect: Connect, services: Services
             _text(await _memory(c, command="delete", path="/memories/old"))
             == "Successfully deleted /memories/old"
         )
-        assert [f["path"] for f in files.listing(services, ADMIN, "notes", "memory-tool/")["files"]] == [  # type: ignore[index]
+        assert [f.path for f in files.listing(services, ADMIN, "notes", "memory-tool/").files] == [
             "memory-tool/.hidden"
         ]
         # create, str_replace, insert, rename, create, create, rename, delete, delete: one version each
