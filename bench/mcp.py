@@ -51,7 +51,7 @@ def _serve(data: str, port: int) -> None:
 
     from kbserver.app import create_app
     from kbserver.config import Settings
-    from kbserver.services import Services
+    from kbserver.wiring import open_services
 
     follower = (
         "worker" if os.environ.get("KBBENCH_FOLLOWER") == "worker" else "embedded"
@@ -59,7 +59,7 @@ def _serve(data: str, port: int) -> None:
     settings = Settings(
         data=Path(data), port=port, admin_token=TOKEN, sample=False, log_level="WARNING", follower=follower
     )
-    services = Services(settings.data, settings.options())
+    services = open_services(settings.data, settings.options())
     app = create_app(settings, services, mcp_extra_tools=[noop])  # the shipped app has no noop tool
     try:
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
@@ -69,10 +69,11 @@ def _serve(data: str, port: int) -> None:
 
 def _setup(data: Path, docs: int, workers: int) -> str:
     """KB `bench` with `docs` notes and a file per client; returns the agent's token."""
-    from kbserver.services import Services, agents, kbs
+    from kbserver.services import agents, kbs
     from kbserver.services.auth import ADMIN
+    from kbserver.wiring import open_services
 
-    services = Services(data)
+    services = open_services(data)
     try:
         rng = random.Random(7)
         folder = data.parent / "corpus"

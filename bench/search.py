@@ -48,6 +48,7 @@ from kbserver.index.analysis import terms
 from kbserver.services import Services, search, writes
 from kbserver.services.auth import ADMIN
 from kbserver.services.models import SearchResults
+from kbserver.wiring import open_services
 
 TARGET_SIZE = 10_000
 TARGET_COMMIT_MS = 30.0
@@ -364,7 +365,7 @@ def run_size(root: Path, n: int, repeat: int) -> tuple[Side, Side]:
     try:
         log(f"== {n} notes: generating the corpus")
         docs = notes(n)
-        services = Services(folder / "data")
+        services = open_services(folder / "data")
         try:
             kb = bench_kbserver(services, f"kb{n}", docs, repeat)
         finally:

@@ -29,6 +29,7 @@ import httpx
 from kbserver.core.model import Overwrite, WriteRequest
 from kbserver.services import Services, writes
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 
 TOKEN = "bench-admin-token"
 
@@ -252,7 +253,7 @@ def main() -> None:
     p50_by_size: dict[int, float] = {}
     try:
         data = root / "data"
-        services = Services(data)
+        services = open_services(data)
         for size in sizes:
             paths = layout(size)
             slug = f"kb{size}"
@@ -300,7 +301,7 @@ def main() -> None:
                 f"\nservice p50 at {sizes[-1]} files / at {sizes[0]} files: "
                 f"{p50_by_size[sizes[-1]] / p50_by_size[sizes[0]]:.2f}x"
             )
-        services = Services(data)
+        services = open_services(data)
         rounds = [
             (throughput(services, f"kb{sizes[0]}", 1, 160), throughput(services, f"kb{sizes[0]}", 16, 10))
             for _ in range(3)

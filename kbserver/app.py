@@ -24,6 +24,7 @@ from kbserver.services import Services
 from kbserver.services import kbs as kbs_service
 from kbserver.services.auth import ADMIN
 from kbserver.web import admin_app
+from kbserver.wiring import open_services
 
 __all__ = ["bootstrap", "create_app", "sample_folder"]
 
@@ -40,7 +41,7 @@ def sample_folder() -> Path | None:
 
 def bootstrap(settings: Settings, services: Services) -> bool:
     """On an empty data folder import sample_kb/ as the KB `sample`. Returns True when it did."""
-    if not settings.sample or services.repos.slugs():
+    if not settings.sample or kbs_service.slugs(services, ADMIN):
         return False
     folder = sample_folder()
     if folder is None:
@@ -71,7 +72,7 @@ def create_app(
     `mcp_extra_tools` adds MCP tools (the benchmark's no-op baseline); the product ships none.
     """
     owned = services is None
-    svc = services or Services(settings.data, settings.options())
+    svc = services or open_services(settings.data, settings.options())
     token = admin_token(settings)
     metrics = Metrics()
     svc.commit_hooks.append(lambda slug, _version: metrics.commits.labels(slug).inc())

@@ -18,8 +18,9 @@ from typing import NoReturn
 from kbserver import __version__
 from kbserver.config import Settings, admin_token
 from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unavailable
-from kbserver.services import Services, agents, files, health, kbs, proposals
+from kbserver.services import Services, agents, files, health, kbs, proposals, search
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 
 __all__ = ["main"]
 
@@ -74,7 +75,7 @@ def _settings(args: argparse.Namespace, **options: object) -> Settings:
 
 def _services(args: argparse.Namespace) -> tuple[Settings, Services]:
     settings = _settings(args)
-    return settings, Services(settings.data, settings.options())
+    return settings, open_services(settings.data, settings.options())
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -108,7 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
     sock = _listen(settings.host, settings.port)
     port = int(sock.getsockname()[1])
     logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
-    services = Services(settings.data, settings.options())
+    services = open_services(settings.data, settings.options())
     try:
         if bootstrap(settings, services):
             print(f"imported sample_kb/ as KB 'sample' into {settings.data}")
@@ -271,11 +272,10 @@ def _mount(args: argparse.Namespace) -> int:
 def _reindex(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
-        slugs = [args.slug] if args.slug else services.repos.slugs()
+        slugs = [args.slug] if args.slug else kbs.slugs(services, ADMIN)
         for slug in slugs:
-            kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
             bar = _Progress(f"reindexing {slug}")
-            version = services.follower.catch_up(slug, rebuild=True, progress=bar)
+            version = search.reindex(services, ADMIN, slug, bar)  # NotFound for an unknown slug
             bar.close()
             print(f"{slug}: index rebuilt at version {version}")
     return 0
@@ -304,7 +304,7 @@ def _mcp(args: argparse.Namespace) -> int:
 def _worker(args: argparse.Namespace) -> int:
     settings = Settings.from_env(data=args.data)
     logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
-    services = Services(settings.data, dataclasses.replace(settings.options(), follow=True))
+    services = open_services(settings.data, dataclasses.replace(settings.options(), follow=True))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())

@@ -12,6 +12,7 @@ from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.services import Services, kbs
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, make_agent
 
 
@@ -22,7 +23,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def services(settings: Settings) -> Iterator[Services]:
-    svc = Services(settings.data, settings.options())
+    svc = open_services(settings.data, settings.options())
     svc.start()
     yield svc
     svc.close()

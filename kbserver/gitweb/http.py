@@ -20,8 +20,8 @@ from kbserver.core.errors import Forbidden, KBError, NotFound, Unavailable
 from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.gitweb.pktline import error_packet, parse_v2_request
 from kbserver.gitweb.upload_pack import UploadPack, read_body, unreachable_want
-from kbserver.services import Services
-from kbserver.services.auth import authenticate, require_read
+from kbserver.services import Services, kbs
+from kbserver.services.auth import authenticate
 
 __all__ = ["MAX_BODY_BYTES", "MAX_PROCESSES", "PROPOSALS_HEADER", "QUEUE_SECONDS", "GitEdge", "git_app"]
 
@@ -160,8 +160,7 @@ class GitEdge:
 
     def _repository(self, caller: Caller, slug: str) -> Path:
         """The KB's bare repository. Raises NotFound, also when the caller may not see the KB."""
-        require_read(self.services, caller, slug)
-        return self.services.repos.path(slug)
+        return kbs.repository(self.services, caller, slug)
 
     async def _refusal(self, pack: UploadPack, body: bytes) -> str | None:
         """Why a protocol v2 request must not reach git, or None. v0/v1 wants are checked by git itself."""

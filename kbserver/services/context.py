@@ -1,22 +1,21 @@
-"""The services container: wires the store, the control plane, the follower and its sinks."""
+"""The services: a frozen set of parts (repositories, control store, search, follower, feed)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kbserver.control import ControlStore, SqliteControlStore
+from kbserver.control import ControlStore
 from kbserver.core.model import Limits
 from kbserver.core.pool import LeasePool
-from kbserver.services.follower import Follower, Sink, SinkDamaged
+from kbserver.services.follower import Follower, Sink
 from kbserver.services.indexing import SearchSink
 from kbserver.services.progress import Progress
 from kbserver.services.vector_sink import VectorSink
 from kbserver.store import Repos
 from kbserver.store.feed import Feed
-from kbserver.vectors import QueryCache, load_embedder
 
 __all__ = ["Options", "Services"]
 
@@ -38,50 +37,31 @@ class Options:
     keyword_weight: float = 0.4  # hybrid search: the convex weight of BM25 against meaning
 
 
+@dataclass(frozen=True)
 class Services:
-    """Everything a front end needs, for one data folder. Close it when done."""
+    """The parts every use case works with, for one data folder; built by `kbserver.wiring.open_services`.
 
-    def __init__(self, data: Path, options: Options | None = None, sinks: Sequence[Sink] = ()) -> None:
-        """`sinks` are followed besides the search index (the embedding vectors, a test's sink)."""
-        self.data = data
-        self.options = options or Options()
-        data.mkdir(parents=True, exist_ok=True)
-        # One least-recently-used pool of open repositories and indexes under the memory budget.
-        self.pool = LeasePool(self.options.memory_budget_mb * 1024 * 1024)
-        self.repos = Repos(data / "kbs", fsync=self.options.fsync, pool=self.pool)
-        self.control: ControlStore = SqliteControlStore(data / "control.db")
-        self.feed = Feed(data)
-        self.search_index = SearchSink(data / "index", self.pool)
-        self.sinks: dict[str, Sink] = {self.search_index.name: self.search_index}
-        self.vectors: VectorSink | None = None
-        if self.options.embedder is not None:
-            embedder = QueryCache(load_embedder(self.options.embedder))
-            self.vectors = VectorSink(data / "vectors", embedder, pool=self.pool)
-            self.sinks[self.vectors.name] = self.vectors
-        self.sinks.update((sink.name, sink) for sink in sinks)
-        self.progress = Progress(self.repos, list(self.sinks), self._read_covered)
-        self.follower = Follower(
-            self.repos,
-            self.feed,
-            list(self.sinks.values()),
-            self.progress,
-            data / "follower.lock",
-            poll_seconds=self.options.index_poll_seconds,
-            lead=self.options.follow,
-        )
-        self.search_index.on_damaged = self.follower.report_damaged
-        if self.vectors is not None:
-            self.vectors.on_damaged = self.follower.report_damaged
-        self.search_index.on_missing = self.follower.notify
-        # Called with (slug, version) after every new version; edges hang metrics here.
-        self.commit_hooks: list[Callable[[str, str], None]] = []
+    A frozen set of parts handed in by the composition root (app.py, cli.py, the tests): services never
+    build their own. Close it when done.
+    """
 
-    def _read_covered(self, sink: str, slug: str) -> str | None:
-        try:
-            return self.sinks[sink].covered(slug)
-        except SinkDamaged:
-            self.follower.report_damaged(sink, slug)
-            return None
+    repos: Repos
+    control: ControlStore
+    search_index: SearchSink
+    follower: Follower
+    progress: Progress
+    feed: Feed
+    sinks: Mapping[str, Sink]
+    pool: LeasePool  # open repositories and indexes under the memory budget, least recently used out
+    options: Options = field(default_factory=Options)
+    vectors: VectorSink | None = None  # embeddings for semantic search; None without an embedder
+    data: Path | None = None  # the data folder, for reports; nothing reads files through it
+    # Called with (slug, version) after every new version; edges hang metrics here.
+    commit_hooks: list[Callable[[str, str], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.repos, Path):
+            raise TypeError("build Services with kbserver.wiring.open_services(data, options, sinks)")
 
     def committed(self, slug: str, version: str) -> None:
         """Tell the follower (here and, through the feed, in every process) and every hook."""

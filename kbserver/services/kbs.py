@@ -17,7 +17,16 @@ from kbserver.services.indexing import INDEX_SINK
 from kbserver.services.models import ImportResult, KBInfo, KBSummary
 from kbserver.store import CommitPlan
 
-__all__ = ["ImportResult", "create", "describe", "import_folder", "set_limits", "visible"]
+__all__ = [
+    "ImportResult",
+    "create",
+    "describe",
+    "import_folder",
+    "repository",
+    "set_limits",
+    "slugs",
+    "visible",
+]
 
 _SLUG = re.compile(SLUG_PATTERN)
 _SKIP_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules"}
@@ -80,6 +89,20 @@ def visible(services: Services, caller: Caller) -> list[KBSummary]:
             )
         )
     return out
+
+
+def slugs(services: Services, caller: Caller) -> list[str]:
+    """The slugs of the KBs the caller can see, sorted."""
+    return [kb.slug for kb in visible(services, caller)]
+
+
+def repository(services: Services, caller: Caller, slug: str) -> Path:
+    """The folder of the KB's bare git repository, for a caller who may read it (`git clone`).
+
+    Raises NotFound, also when the caller may not see the KB.
+    """
+    require_read(services, caller, slug)
+    return services.repos.path(slug)
 
 
 def describe(services: Services, caller: Caller, slug: str) -> KBInfo:

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
-from kbserver.core.errors import InvalidRequest, NotFound
+from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller
 from kbserver.core.paths import check_prefix
 from kbserver.services.auth import require_read
@@ -13,7 +13,16 @@ from kbserver.services.context import Services
 from kbserver.services.indexing import INDEX_SINK
 from kbserver.services.models import IndexStatus, SearchHit, SearchResults
 
-__all__ = ["MAX_LIMIT", "MAX_WAIT_SECONDS", "on_main", "query", "status", "status_after", "wait_for"]
+__all__ = [
+    "MAX_LIMIT",
+    "MAX_WAIT_SECONDS",
+    "on_main",
+    "query",
+    "reindex",
+    "status",
+    "status_after",
+    "wait_for",
+]
 
 MAX_LIMIT = 100
 MAX_WAIT_SECONDS = 60.0
@@ -58,6 +67,19 @@ def query(
         total=result.total,
         version=result.version,
     )
+
+
+def reindex(
+    services: Services, caller: Caller, slug: str, progress: Callable[[int], None] | None = None
+) -> str | None:
+    """Rebuild the search index of `slug` from git now; returns the version it covers (admin only).
+
+    Raises NotFound, Forbidden.
+    """
+    require_read(services, caller, slug)
+    if not caller.is_admin:
+        raise Forbidden("only the admin can rebuild an index")
+    return services.follower.catch_up(slug, rebuild=True, progress=progress)
 
 
 def _check_timeout(timeout: float) -> None:

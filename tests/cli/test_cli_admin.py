@@ -16,6 +16,7 @@ from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, runs, writes
 from kbserver.services.auth import authenticate, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.wiring import open_services
 from tests.cli.test_cli import kbserver
 from tests.cli.test_cli_errors import assert_one_error_line
 from tests.helpers import ADMIN_TOKEN, git_fsck, state
@@ -23,7 +24,7 @@ from tests.helpers import ADMIN_TOKEN, git_fsck, state
 
 @contextlib.contextmanager
 def opened(data: Path) -> Iterator[Services]:
-    services = Services(data)
+    services = open_services(data)
     try:
         yield services
     finally:

@@ -21,8 +21,10 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kbserver.core.errors import InvalidRequest, KBError
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import Services, agents, kbs, proposals, runs, versions, writes
+from kbserver.services import agents, kbs, proposals, runs, versions, writes
 from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services.models import ProposalAccepted
+from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 
 PATHS = ["a.md", "b/c.md", "b/d.md", "e/f/g.md", "日志/2026-11.md"]
@@ -38,7 +40,7 @@ class WritePath(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kb-stateful-"))
-        self.services = Services(self.tmp / "data")
+        self.services = open_services(self.tmp / "data")
         kbs.create(self.services, ADMIN, SLUG)
         self.model: dict[str, str] = {"README.md": self._read("README.md") or ""}
         self.versions = 1
@@ -49,7 +51,7 @@ class WritePath(RuleBasedStateMachine):
         agents.create(self.services, ADMIN, "asker")
         agents.link(self.services, ADMIN, "asker", SLUG, "read_write_ask")
         self.asker = caller_for(self.services, "asker")
-        self.run_id = str(runs.start(self.services, self.asker, interactive=True)["id"])
+        self.run_id = runs.start(self.services, self.asker, interactive=True).id
         self.pending: list[tuple[str, dict[str, Any]]] = []  # (proposal id, its one file change)
         self.decided: dict[str, str] = {}  # proposal id -> approved | rejected
         self._lock = threading.Lock()
@@ -179,8 +181,8 @@ class WritePath(RuleBasedStateMachine):
         except KBError:
             assert (path in self.model) != append  # refused at once exactly when it cannot apply now
             return
-        assert isinstance(out, dict) and self.services.repos.repo(SLUG).head() == head  # main unchanged
-        self.pending.append((str(out["proposal"]["id"]), change))  # type: ignore[index]
+        assert isinstance(out, ProposalAccepted) and self.services.repos.repo(SLUG).head() == head
+        self.pending.append((out.proposal.id, change))  # main unchanged until an approval
 
     @rule(pick=st.integers(min_value=0, max_value=40), approve=st.booleans())
     def decide(self, pick: int, approve: bool) -> None:
@@ -203,7 +205,7 @@ class WritePath(RuleBasedStateMachine):
         assert applies
         path = change["path"]
         self.model[path] = self.model.get(path, "") + change["content"]
-        self._committed(str(out["version"]))
+        self._committed(out.version)
         self.pending.remove((pid, change))
         self.decided[pid] = "approved"
 

@@ -21,6 +21,7 @@ from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, kbs, search, writes
 from kbserver.services.auth import ADMIN
 from kbserver.services.follower import Delta
+from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, state
 
 AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -78,7 +79,7 @@ def _write(services: Services, slug: str, path: str, text: str) -> str:
 @pytest.fixture
 def with_sink(tmp_path: Path) -> Iterator[tuple[Services, FileSink]]:
     sink = FileSink(tmp_path / "files-sink")
-    services = Services(tmp_path / "data", sinks=[sink])
+    services = open_services(tmp_path / "data", sinks=[sink])
     services.start()
     yield services, sink
     services.close()
@@ -117,17 +118,17 @@ def test_a_failing_sink_is_retried_and_reported_while_the_index_keeps_going(
 
 def test_sinks_resume_from_what_they_recorded(tmp_path: Path) -> None:
     sink = FileSink(tmp_path / "files-sink")
-    first = Services(tmp_path / "data", sinks=[sink])
+    first = open_services(tmp_path / "data", sinks=[sink])
     first.start()
     kbs.create(first, ADMIN, "notes")
     v1 = _write(first, "notes", "a.md", "avocet")
     assert first.progress.wait_blocking("notes", v1, 60)
     first.close()
-    writer = Services(tmp_path / "data")  # not started: nobody follows while it writes
+    writer = open_services(tmp_path / "data")  # not started: nobody follows while it writes
     v2 = _write(writer, "notes", "b.md", "brent goose")
     writer.close()
     again_sink = FileSink(tmp_path / "files-sink")
-    again = Services(tmp_path / "data", sinks=[again_sink])
+    again = open_services(tmp_path / "data", sinks=[again_sink])
     again.start()
     try:
         assert again.progress.wait_blocking("notes", v2, 60)

@@ -5,14 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbserver.core.model import Append, Create, WriteRequest
-from kbserver.services import Services, files, kbs, search, writes
+from kbserver.services import files, kbs, search, writes
 from kbserver.services.auth import ADMIN
 from kbserver.services.context import Options
+from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 
 
 def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
-    services = Services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
+    services = open_services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
     services.start()
     slugs = [f"kb{n}" for n in range(8)]
     try:

@@ -14,15 +14,16 @@ import httpx
 import pytest
 
 from kbserver.core.model import Append, Create, WriteRequest
-from kbserver.services import Services, kbs, writes
+from kbserver.services import kbs, writes
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, git_fsck
 
 pytestmark = pytest.mark.slow
 
 
 def _writer_process(data: str, name: str, count: int) -> None:
-    services = Services(Path(data))
+    services = open_services(Path(data))
     try:
         for i in range(count):
             req = WriteRequest(
@@ -38,7 +39,7 @@ def _writer_process(data: str, name: str, count: int) -> None:
 
 def test_two_processes_lose_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    services = Services(data)
+    services = open_services(data)
     kbs.create(services, ADMIN, "race")
     writes.submit(
         services, ADMIN, "race", WriteRequest(files=[Create(path="shared.md", mode="create", content="")])

@@ -14,11 +14,12 @@ from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, agents, kbs, proposals, runs, writes
 from kbserver.services.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.wiring import open_services
 from tests.helpers import git_fsck, state
 
 
 def _setup(data: Path) -> Services:
-    services = Services(data)
+    services = open_services(data)
     kbs.create(services, ADMIN, "kb")
     agents.create(services, ADMIN, "asker")
     agents.link(services, ADMIN, "asker", "kb", "read_write_ask")
@@ -95,7 +96,7 @@ _ROLES = ("approve", "reject", "approve")
 
 
 def _decider(data: str, pids: list[str], role: int, start: object, results: object) -> None:
-    services = Services(Path(data))
+    services = open_services(Path(data))
     try:
         for n, pid in enumerate(pids):
             action = _ROLES[(role + n) % len(_ROLES)]  # roles rotate, so each process wins some

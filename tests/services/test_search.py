@@ -14,6 +14,7 @@ from kbserver.changes import sha256_hex
 from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, kbs, writes
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 from tests.helpers import make_agent
 
 
@@ -112,10 +113,11 @@ def test_concurrent_writes_leave_index_equal_to_main(services: Services, kb: str
 def test_commit_from_another_process_is_indexed(services: Services, kb: str, tmp_path: Path) -> None:
     script = (
         "import sys; from pathlib import Path\n"
-        "from kbserver.services import Services, writes\n"
+        "from kbserver.services import writes\n"
+        "from kbserver.wiring import open_services\n"
         "from kbserver.services.auth import ADMIN\n"
         "from kbserver.core.model import WriteRequest, Create\n"
-        "s = Services(Path(sys.argv[1]))\n"
+        "s = open_services(Path(sys.argv[1]))\n"
         "r = writes.submit(s, ADMIN, 'notes', WriteRequest(files=[Create(path='other.md', mode='create', "
         "content='written by a separate process about pelicans')]))\n"
         "print(r.version); s.close()\n"
@@ -135,7 +137,7 @@ def test_commit_from_another_process_is_indexed(services: Services, kb: str, tmp
 
 def test_lost_index_is_rebuilt_at_start(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    first = Services(data)
+    first = open_services(data)
     kbs.create(first, ADMIN, "kb")
     v = writes.submit(
         first, ADMIN, "kb", WriteRequest(files=[Create(path="a.md", mode="create", content="zebra crossing")])
@@ -144,7 +146,7 @@ def test_lost_index_is_rebuilt_at_start(tmp_path: Path) -> None:
     assert first.progress.wait_blocking("kb", v, 60)
     first.close()
     shutil.rmtree(data / "index")
-    again = Services(data)
+    again = open_services(data)
     again.start()
     try:
         assert again.progress.wait_blocking("kb", v, 60)
@@ -155,7 +157,7 @@ def test_lost_index_is_rebuilt_at_start(tmp_path: Path) -> None:
     for f in (data / "index" / "kb").rglob("*"):
         if f.is_file():
             f.write_bytes(b"garbage")
-    third = Services(data)
+    third = open_services(data)
     third.start()
     try:
         assert third.progress.wait_blocking("kb", v, 60)

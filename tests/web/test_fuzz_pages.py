@@ -15,6 +15,7 @@ from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.services import Services, kbs
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 from tests.helpers import state
 from tests.web.session import log_in
 
@@ -70,7 +71,7 @@ def unindexed(settings: Settings) -> Iterator[tuple[TestClient, str, Services]]:
     """A logged-in client on services that do not follow main into the index: Hypothesis seeds `random`
     alike for every example, and Whoosh names its segments with it, so examples that write would make
     the index reuse a segment name (an assertion inside Whoosh), which is not what this test is about."""
-    svc = Services(settings.data, replace(settings.options(), follow=False))
+    svc = open_services(settings.data, replace(settings.options(), follow=False))
     kbs.create(svc, ADMIN, "notes", "Team notes")
     with TestClient(create_app(settings, svc), raise_server_exceptions=False) as client:
         yield client, log_in(client), svc

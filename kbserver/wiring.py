@@ -1,0 +1,82 @@
+"""Composition root of the services: build every part for one data folder and hand them to `Services`.
+
+`Services` is a frozen set of parts (repositories, control store, search index, follower, commit feed)
+that never builds anything itself; this module is the one place that picks the concrete classes
+(git repositories on disk, SQLite, Whoosh, the feed file). The CLI, the server (app.py), the tests and
+the benchmarks all build services here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from kbserver.control import SqliteControlStore
+from kbserver.core.pool import LeasePool
+from kbserver.services.context import Options, Services
+from kbserver.services.follower import Follower, Sink, SinkDamaged
+from kbserver.services.indexing import SearchSink
+from kbserver.services.progress import Progress
+from kbserver.store import Repos
+from kbserver.services.vector_sink import VectorSink
+from kbserver.store.feed import Feed
+from kbserver.vectors import QueryCache, load_embedder
+
+__all__ = ["open_services"]
+
+
+def open_services(data: Path, options: Options | None = None, sinks: Sequence[Sink] = ()) -> Services:
+    """The services of the data folder `data` (created when missing). Close them when done.
+
+    `sinks` are followed besides the search index (the embedding vectors, a test's sink).
+    """
+    options = options or Options()
+    data.mkdir(parents=True, exist_ok=True)
+    # One least-recently-used pool of open repositories and indexes under the memory budget.
+    pool = LeasePool(options.memory_budget_mb * 1024 * 1024)
+    repos = Repos(data / "kbs", fsync=options.fsync, pool=pool)
+    feed = Feed(data)
+    search_index = SearchSink(data / "index", pool)
+    followed: dict[str, Sink] = {search_index.name: search_index}
+    vectors: VectorSink | None = None
+    if options.embedder is not None:
+        vectors = VectorSink(data / "vectors", QueryCache(load_embedder(options.embedder)), pool=pool)
+        followed[vectors.name] = vectors
+    followed.update((sink.name, sink) for sink in sinks)
+    holder: list[Follower] = []  # the follower is built after the progress that reads through it
+
+    def covered(sink: str, slug: str) -> str | None:
+        try:
+            return followed[sink].covered(slug)
+        except SinkDamaged:
+            holder[0].report_damaged(sink, slug)
+            return None
+
+    progress = Progress(repos, list(followed), covered)
+    follower = Follower(
+        repos,
+        feed,
+        list(followed.values()),
+        progress,
+        data / "follower.lock",
+        poll_seconds=options.index_poll_seconds,
+        lead=options.follow,
+    )
+    holder.append(follower)
+    search_index.on_damaged = follower.report_damaged
+    search_index.on_missing = follower.notify
+    if vectors is not None:
+        vectors.on_damaged = follower.report_damaged
+    return Services(
+        repos=repos,
+        control=SqliteControlStore(data / "control.db"),
+        search_index=search_index,
+        follower=follower,
+        progress=progress,
+        feed=feed,
+        sinks=followed,
+        pool=pool,
+        options=options,
+        data=data,
+        vectors=vectors,
+    )
