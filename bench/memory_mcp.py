@@ -47,8 +47,9 @@ def _corpus(size: int) -> list[str]:
 def _setup(data: Path, size: int) -> str:
     """KB `bench` holding `size` memories; returns the token of agent `bencher` (tools: memory)."""
     from kbserver.dialects.memory_records import Memory, new_id, now_iso, render_memory
-    from kbserver.services import Services, agents, kbs
+    from kbserver.services import agents, kbs
     from kbserver.services.auth import ADMIN
+    from kbserver.wiring import open_services
 
     folder = data.parent / "corpus" / "memories"
     folder.mkdir(parents=True)
@@ -56,7 +57,7 @@ def _setup(data: Path, size: int) -> str:
     for text in _corpus(size):
         memory = Memory(id=new_id(), content=text, createdAt=now, updatedAt=now)
         (folder / f"{memory.id}.md").write_text(render_memory(memory))
-    services = Services(data)
+    services = open_services(data)
     try:
         kbs.import_folder(services, ADMIN, "bench", folder.parent, description="memory benchmark")
         _, token = agents.create(services, ADMIN, "bencher", tools=["memory"])

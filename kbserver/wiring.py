@@ -17,8 +17,8 @@ from kbserver.services.context import Options, Services
 from kbserver.services.follower import Follower, Sink, SinkDamaged
 from kbserver.services.indexing import SearchSink
 from kbserver.services.progress import Progress
-from kbserver.store import Repos
 from kbserver.services.vector_sink import VectorSink
+from kbserver.store import Repos
 from kbserver.store.feed import Feed
 from kbserver.vectors import QueryCache, load_embedder
 

@@ -36,6 +36,7 @@ from kbserver.dialects.session import DialectCall, retry_stale
 from kbserver.services import search as search_service
 from kbserver.services import semantic
 from kbserver.services.hybrid import Fusion, Ranked, fuse
+from kbserver.services.toolsets import TOOL_SETS
 
 __all__ = [
     "MODES",
@@ -49,7 +50,7 @@ __all__ = [
     "memory_update",
 ]
 
-TOOLS = ("memory_add", "memory_search", "memory_update", "memory_delete", "memory_task_wait")
+TOOLS = TOOL_SETS["memory"]
 MODES = ("hybrid", "keyword", "semantic")
 MAX_LIMIT = 100
 SIMILAR_THRESHOLD = 0.5
@@ -384,9 +385,7 @@ def _keyword(call: DialectCall, slug: str, search: str, memories: dict[str, Memo
     found = search_service.query(
         call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER, exact_total=False
     )
-    hits = found["hits"]
-    assert isinstance(hits, list)
-    return [Ranked(str(h["path"]), float(h["score"])) for h in hits if h["path"] in memories]
+    return [Ranked(h.path, h.score) for h in found.hits if h.path in memories]
 
 
 def _semantic(

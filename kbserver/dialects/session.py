@@ -13,9 +13,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from kbserver.core.errors import AlreadyExists, ApprovalUnavailable, InvalidRequest, NotFound, Stale
-from kbserver.core.model import Caller, FileChange, WriteRequest, WriteResult
-from kbserver.services import Services, files, kbs, writes
+from kbserver.core.errors import AlreadyExists, NotFound, Stale
+from kbserver.core.model import FileChange, WriteResult
+from kbserver.services import files
+from kbserver.services.session import AgentSession
 
 __all__ = ["STALE_RETRIES", "Current", "DialectCall", "Written", "retry_stale"]
 
@@ -49,41 +50,16 @@ class Written:
 
 
 @dataclass(frozen=True)
-class DialectCall:
-    """One tool call of `caller`; `run_id` is the session's run and `mounted` the KBs it pinned, if any.
-
-    `no_run_hint` tells a `read_write_ask` agent without a run how to get one (it depends on the edge).
-    """
-
-    services: Services
-    caller: Caller
-    run_id: str | None = None
-    mounted: frozenset[str] = frozenset()
-    no_run_hint: str | None = None
-
-    def writable(self) -> list[str]:
-        """Slugs of the KBs the caller may write (the admin: every KB)."""
-        return [
-            kb.slug
-            for kb in kbs.visible(self.services, self.caller)
-            if kb.permission in ("admin", "read_write", "read_write_ask")
-        ]
+class DialectCall(AgentSession):
+    """One tool call of a dialect: the agent session (caller, run, default KB, the write path) plus
+    reads and writes shaped for dialects."""
 
     def readable(self) -> list[str]:
-        return [kb.slug for kb in kbs.visible(self.services, self.caller)]
+        return self.reachable()
 
     def kb(self, kb: str | None) -> str:
         """`kb`, or the caller's only writable KB. Raises InvalidRequest when that is ambiguous."""
-        if kb is not None:
-            return kb
-        writable = self.writable()
-        if len(writable) == 1:
-            return writable[0]
-        if not writable:
-            raise InvalidRequest("you cannot write to any KB; ask an admin for read_write on one", kbs=[])
-        raise InvalidRequest(
-            f"pass `kb`: you can write to {len(writable)} KBs: {', '.join(writable)}", kbs=writable
-        )
+        return self.default_kb(kb, writable=True)
 
     def read(self, slug: str, path: str) -> Current | None:
         """The current file, or None when it does not exist. Raises NotFound (KB), InvalidRequest."""
@@ -106,25 +82,7 @@ class DialectCall:
 
     def write(self, slug: str, changes: Sequence[FileChange], message: str | None, tool_set: str) -> Written:
         """One version (or proposal) through the write path. Raises every error of `writes.submit`."""
-        run_id = self.run_id if slug in self.mounted else None
-        try:
-            req = WriteRequest(files=list(changes), message=message, run_id=run_id)
-        except ValueError as exc:  # pydantic's ValidationError: e.g. a message over the limit
-            raise InvalidRequest(f"bad write: {exc}") from None
-        try:
-            result = writes.submit(self.services, self.caller, slug, req, tool_set=tool_set)
-        except ApprovalUnavailable as err:
-            how = (
-                f"KB {slug} was not mounted when this run started; start a new one"
-                if self.run_id is not None
-                else self.no_run_hint
-            )
-            if how is None:
-                raise
-            raise ApprovalUnavailable(
-                f"your writes to {slug} need an admin's approval, which is only possible inside a run: {how}",
-                **err.details,
-            ) from None
+        result = self.submit(slug, changes, message, tool_set)
         if isinstance(result, WriteResult):
             return Written(result.version)
         return Written(None, result.proposal.model_dump(mode="json"))

@@ -5,9 +5,9 @@ and uses kbserver.core; never store, index, control or changes directly. Every K
 as a tool error whose text starts with the contract's code (`stale: ...`).
 """
 
+from kbserver.mcp.binding import Binding, RunInfo
 from kbserver.mcp.http import mount_mcp
 from kbserver.mcp.server import build_server
-from kbserver.mcp.session import Binding, RunInfo
 from kbserver.mcp.stdio import run_stdio, stdio_server
 from kbserver.mcp.tools import TOOL_NAMES
 

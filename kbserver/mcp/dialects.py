@@ -30,20 +30,15 @@ from kbserver.mcp.dialect_schemas import (
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.tools import TOOL_NAMES
 from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES
+from kbserver.services.toolsets import TOOL_SETS, tools_of
 
 if TYPE_CHECKING:
-    from kbserver.mcp.session import Binding
+    from kbserver.mcp.binding import Binding
 
 __all__ = ["TOOL_SET_TOOLS", "allowed_tools", "dialect_tools"]
 
-TOOL_SET_TOOLS: dict[str, tuple[str, ...]] = {
-    "context": TOOL_NAMES,
-    "memory": memory.TOOLS,
-    "auto": auto.TOOLS,
-    "memory_tool": memory_tool.TOOLS,
-    "typed": typed.TOOLS,
-}
-"""Tool set name -> the names of its tools (sets without an entry have no tools yet)."""
+TOOL_SET_TOOLS = TOOL_SETS
+"""Tool set name -> the names of its tools: the registry of kbserver.services.toolsets."""
 
 Kb = Annotated[
     str | None,
@@ -57,26 +52,13 @@ _WRITES = ToolAnnotations(
 )
 
 
-_NO_RUN = (
-    "this call belongs to no MCP session; connect over stdio (`kbserver mcp`) or with a client that "
-    "opens a session (the initialize handshake)"
-)
-
-
 def allowed_tools(caller: Caller) -> set[str]:
     """The names of the tools of every tool set of `caller`."""
-    names: set[str] = set()
-    for tool_set in caller.tools:
-        names.update(TOOL_SET_TOOLS.get(tool_set, ()))
-    return names
+    return tools_of(caller.tools)
 
 
 def _call(binding: "Binding", ctx: Context[Any, Any]) -> DialectCall:
-    caller = binding.caller()
-    run = binding.run_of(ctx.request_context)
-    if run is None:
-        return DialectCall(binding.services, caller, no_run_hint=_NO_RUN)
-    return DialectCall(binding.services, caller, run.id, frozenset(run.mounts))
+    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context))
 
 
 def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:

@@ -17,8 +17,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbserver.core.errors import Unauthorized
 from kbserver.core.model import Caller
+from kbserver.mcp.binding import Binding
 from kbserver.mcp.server import build_server
-from kbserver.mcp.session import Binding
 from kbserver.services import Services
 from kbserver.services.auth import authenticate
 

@@ -16,7 +16,7 @@ from kbserver.mcp.errors import resource_error
 from kbserver.services import Services, files, kbs, runs
 
 if TYPE_CHECKING:
-    from kbserver.mcp.session import Binding
+    from kbserver.mcp.binding import Binding
 
 __all__ = ["PAGE_SIZE", "mime_type", "register_resources", "resource_page", "uri"]
 

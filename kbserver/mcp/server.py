@@ -12,10 +12,11 @@ from mcp.server.mcpserver import MCPServer
 from pydantic import AnyHttpUrl
 
 from kbserver import __version__
+from kbserver.mcp.binding import Binding
 from kbserver.mcp.dialects import dialect_tools
 from kbserver.mcp.instructions import MEMORY_RULES
 from kbserver.mcp.resources import register_resources
-from kbserver.mcp.session import Binding, SessionMiddleware
+from kbserver.mcp.session import SessionMiddleware
 from kbserver.mcp.tools import context_tools
 
 __all__ = ["build_server"]

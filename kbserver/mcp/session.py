@@ -14,12 +14,10 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 from typing import Any
 
 import anyio.to_thread
-from mcp.server.connection import Connection
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST
@@ -27,62 +25,18 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 from kbserver.core.errors import Forbidden, KBError
 from kbserver.core.model import Caller
 from kbserver.dialects import auto
+from kbserver.mcp.binding import RUN_KEY, Binding, RunInfo, connection_of
 from kbserver.mcp.dialects import allowed_tools
 from kbserver.mcp.errors import error_result
 from kbserver.mcp.instructions import instructions
 from kbserver.mcp.resources import mime_type, resource_page
-from kbserver.services import Services, kbs, runs
+from kbserver.services import kbs
 
-__all__ = ["Binding", "RunInfo", "SessionMiddleware"]
+__all__ = ["Binding", "RunInfo", "SessionMiddleware"]  # Binding, RunInfo: re-exported from binding.py
 
 log = logging.getLogger(__name__)
 
-_RUN_KEY = "kbserver.run"
 _Ctx = ServerRequestContext[Any, Any]
-
-
-@dataclass(frozen=True)
-class RunInfo:
-    id: str
-    mounts: dict[str, str]
-
-
-@dataclass
-class Binding:
-    """What the tools need besides their arguments: the services, the caller, the run of the session.
-
-    `caller` is synchronous (it may query the control plane) and raises Unauthorized or NotFound.
-    `process_run` is the run of a whole stdio process; HTTP keeps runs per session instead.
-    """
-
-    services: Services
-    caller: Callable[[], Caller]
-    process_run: RunInfo | None = None
-
-    def run_of(self, rctx: _Ctx | None) -> RunInfo | None:
-        """The run the current call belongs to, or None (sessionless, admin)."""
-        if self.process_run is not None:
-            return self.process_run
-        conn = connection_of(rctx) if rctx is not None else None
-        run = conn.state.get(_RUN_KEY) if conn is not None else None
-        return run if isinstance(run, RunInfo) else None
-
-    def start_run(self, caller: Caller) -> RunInfo | None:
-        """A new interactive run pinning the heads of the caller's KBs (None for the admin)."""
-        if caller.is_admin:
-            return None
-        started = runs.start(self.services, caller, interactive=True)
-        return RunInfo(started.id, dict(started.mounts))
-
-
-def connection_of(rctx: _Ctx) -> Connection | None:
-    """The per-connection object of the current request (its `state` outlives a single request).
-
-    SDK 2.3 hands tools and middleware only a per-request `ServerSession`, which keeps the connection in
-    a private attribute; this is the one place that relies on it. Without it every call is sessionless.
-    """
-    conn = getattr(rctx.session, "_connection", None)
-    return conn if isinstance(conn, Connection) else None
 
 
 def _protocol_error(err: KBError, code: int = INVALID_REQUEST) -> MCPError:
@@ -137,7 +91,7 @@ class SessionMiddleware:
             if conn is not None:
                 run = await anyio.to_thread.run_sync(self.binding.start_run, caller)
                 if run is not None:
-                    conn.state[_RUN_KEY] = run
+                    conn.state[RUN_KEY] = run
                     log.info("MCP session %s of agent %s is run %s", conn.session_id, caller.name, run.id)
         reachable = await anyio.to_thread.run_sync(kbs.visible, self.binding.services, caller)
         pinned = (run.id, run.mounts) if run is not None else None

@@ -8,8 +8,8 @@ from typing import Any
 import anyio
 from mcp.server.mcpserver import MCPServer
 
+from kbserver.mcp.binding import Binding
 from kbserver.mcp.server import build_server
-from kbserver.mcp.session import Binding
 from kbserver.services import Services
 from kbserver.services.auth import caller_for
 

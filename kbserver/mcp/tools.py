@@ -12,33 +12,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
-from pydantic import Field, ValidationError
+from pydantic import Field
 
-from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
-from kbserver.core.model import Caller, FileChange, Limits, WriteRequest
+from kbserver.core.model import FileChange, Limits
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
-from kbserver.services import Services, kbs, search, versions, writes
 from kbserver.services import files as kb_files
+from kbserver.services import versions
 from kbserver.services.idempotency import KEY_PATTERN
 from kbserver.services.search import MAX_LIMIT
+from kbserver.services.session import AgentSession
+from kbserver.services.toolsets import TOOL_SETS
 
 if TYPE_CHECKING:
-    from kbserver.mcp.session import Binding
+    from kbserver.mcp.binding import Binding
 
 __all__ = ["TOOL_NAMES", "context_tools"]
 
 log = logging.getLogger(__name__)
 
-TOOL_NAMES = (
-    "list_context_files",
-    "read_context_file",
-    "list_context_versions",
-    "write_context",
-    "search_context",
-)
-INDEX_WAIT_SECONDS = 5.0
-"""How long search_context waits for the index to cover the KB's head, so an agent finds its own writes."""
+TOOL_NAMES = TOOL_SETS["context"]
 
 Kb = Annotated[
     str | None,
@@ -102,36 +95,6 @@ def _files_description(limits: Limits) -> str:
     )
 
 
-def _reachable(services: Services, caller: Caller) -> list[str]:
-    return [kb.slug for kb in kbs.visible(services, caller)]
-
-
-def _resolve_kb(services: Services, caller: Caller, kb: str | None) -> str:
-    """`kb`, or the only KB the caller can reach. Raises InvalidRequest when that is ambiguous."""
-    if kb is not None:
-        return kb
-    reachable = _reachable(services, caller)
-    if len(reachable) == 1:
-        return reachable[0]
-    if not reachable:
-        raise InvalidRequest("you cannot reach any KB; ask an admin to link you to one", kbs=[])
-    raise InvalidRequest(
-        f"pass `kb`: you can reach {len(reachable)} KBs: {', '.join(reachable)}", kbs=reachable
-    )
-
-
-def _wait_for_index(services: Services, caller: Caller, slug: str) -> None:
-    """Best effort: let the index catch up with the head before searching (read-your-writes)."""
-    status = search.status(services, caller, slug)
-    head = status.head
-    if head is None or head == status.indexed_version:
-        return
-    try:
-        search.status(services, caller, slug, wait_for=head, timeout=INDEX_WAIT_SECONDS)
-    except Exception:  # a slow or busy index must not fail the search; results may lag behind
-        log.warning("index of KB %s did not catch up before a search", slug, exc_info=True)
-
-
 def context_tools(binding: "Binding") -> list[Tool]:
     """The context tools, bound to `binding` (services, caller, run)."""
     services = binding.services
@@ -144,7 +107,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         Start with README.md, which holds the KB's rules and index.
         """
         caller = binding.caller()
-        slug = _resolve_kb(services, caller, kb)
+        slug = AgentSession(services, caller).default_kb(kb)
         listing = kb_files.listing(services, caller, slug, prefix or "")
         return ok_result({"kb": slug, **listing.model_dump(mode="json")})
 
@@ -158,7 +121,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         list_context_versions), the file as it was at that version.
         """
         caller = binding.caller()
-        slug = _resolve_kb(services, caller, kb)
+        slug = AgentSession(services, caller).default_kb(kb)
         found = kb_files.read(services, caller, slug, path, version)
         return ok_result({"kb": slug, **found.model_dump(mode="json")})
 
@@ -172,7 +135,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         that file (`path`) and read older content with read_context_file's `version`.
         """
         caller = binding.caller()
-        slug = _resolve_kb(services, caller, kb)
+        slug = AgentSession(services, caller).default_kb(kb)
         page = versions.listing(services, caller, slug, path=path or None, limit=limit)
         shown = [v.model_dump(mode="json", include=set(_VERSION_FIELDS)) for v in page.versions]
         return ok_result({"kb": slug, "versions": shown})
@@ -190,28 +153,8 @@ def context_tools(binding: "Binding") -> list[Tool]:
         transcripts (refused as `secret_detected`). Returns {version, parent, files}, or {proposal} when
         your permission is read_write_ask and an admin must approve the change.
         """
-        caller = binding.caller()
-        slug = _resolve_kb(services, caller, kb)
-        run = binding.run_of(ctx.request_context)
-        run_id = run.id if run is not None and slug in run.mounts else None
-        try:
-            req = WriteRequest(files=files, message=message, run_id=run_id)
-        except ValidationError as exc:
-            raise InvalidRequest(f"bad write: {exc.errors(include_url=False)[0]['msg']}") from None
-        try:
-            result = writes.submit(services, caller, slug, req, idempotency_key=idempotency_key)
-        except ApprovalUnavailable as err:
-            how = (
-                f"KB {slug} was not mounted when this session started; open a new session"
-                if run is not None
-                else "connect over stdio (`kbserver mcp`) or with a client that opens a session (the "
-                "initialize handshake)"
-            )
-            raise ApprovalUnavailable(
-                f"your writes to {slug} need an admin's approval, which is only possible inside an MCP "
-                f"session: {how}",
-                **err.details,
-            ) from None
+        session = binding.session(ctx.request_context)
+        result = session.submit(session.default_kb(kb), files, message, idempotency_key=idempotency_key)
         return ok_result(result)
 
     def search_context(
@@ -221,10 +164,9 @@ def context_tools(binding: "Binding") -> list[Tool]:
 
         Read a hit with read_context_file before relying on it or changing it.
         """
-        caller = binding.caller()
-        slug = _resolve_kb(services, caller, kb)
-        _wait_for_index(services, caller, slug)
-        found = search.query(services, caller, slug, query, limit=limit, prefix=prefix, exact_total=False)
+        session = AgentSession(services, binding.caller())
+        slug = session.default_kb(kb)
+        found = session.search(slug, query, limit=limit, prefix=prefix)
         return ok_result({"hits": [{"kb": slug, **hit.model_dump(mode="json")} for hit in found.hits]})
 
     write_annotations = ToolAnnotations(

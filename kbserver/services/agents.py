@@ -8,12 +8,14 @@ import secrets
 from kbserver.control import AgentRow
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import AGENT_PATTERN, Caller, Permission
+from kbserver.services import toolsets
 from kbserver.services.context import Services
 from kbserver.services.models import Agent, AgentDeleted, AgentList, Link
 
 __all__ = ["TOOL_SETS", "create", "delete", "get", "link", "listing", "render", "rotate", "unlink"]
 
-TOOL_SETS = ("context", "memory", "semantic", "typed", "auto", "memory_tool")
+TOOL_SETS = tuple(toolsets.TOOL_SETS)
+"""The names of the registered tool sets (kbserver.services.toolsets)."""
 PERMISSIONS = ("read", "read_write", "read_write_ask")
 _NAME = re.compile(AGENT_PATTERN)
 
@@ -52,10 +54,7 @@ def create(
     _admin(caller)
     if not isinstance(name, str) or not _NAME.match(name):
         raise InvalidRequest("agent name must match ^[a-z0-9][a-z0-9_-]{0,62}$", name=name)
-    chosen = tuple(tools or ["context"])
-    unknown = [t for t in chosen if t not in TOOL_SETS]
-    if unknown or len(set(chosen)) != len(chosen):
-        raise InvalidRequest(f"tools must be distinct names among {', '.join(TOOL_SETS)}", tools=list(chosen))
+    chosen = toolsets.check_tool_sets(tools or toolsets.DEFAULT_TOOL_SETS)
     if parent is not None and services.control.agent(parent) is None:
         raise NotFound(f"parent agent {parent} does not exist", parent=parent)
     token = _token()

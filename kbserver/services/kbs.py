@@ -7,15 +7,23 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from kbserver.changes import refuse_secrets, scan_secrets
-from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, SecretDetected, TooLarge
-from kbserver.core.model import SLUG_PATTERN, Caller
+from kbserver.changes import Tree, apply, refuse_secrets
+from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest
+from kbserver.core.model import (
+    SLUG_PATTERN,
+    Caller,
+    Create,
+    FileChange,
+    Overwrite,
+    WriteRequest,
+    WriteResult,
+)
 from kbserver.core.paths import check_path
+from kbserver.services import writes
 from kbserver.services.auth import permission, require_read
 from kbserver.services.context import Services
 from kbserver.services.indexing import INDEX_SINK
 from kbserver.services.models import ImportResult, KBInfo, KBSummary
-from kbserver.store import CommitPlan
 
 __all__ = [
     "ImportResult",
@@ -164,6 +172,28 @@ def _collect(folder: Path) -> tuple[list[tuple[str, Path]], list[str]]:
     return found, skipped
 
 
+class _NoFiles:
+    """The tree of a KB that does not exist yet: imports are checked against it before it is created."""
+
+    def read(self, path: str) -> bytes | None:
+        return None
+
+    def is_dir(self, path: str) -> bool:
+        return False
+
+    def names(self, folder: str) -> list[str]:
+        return []
+
+
+def _as_changes(tip: Tree, texts: dict[str, str], paths: list[str]) -> list[FileChange]:
+    return [
+        Overwrite(path=p, mode="overwrite", content=texts[p])
+        if tip.read(p) is not None
+        else Create(path=p, mode="create", content=texts[p])
+        for p in paths
+    ]
+
+
 def import_folder(
     services: Services,
     caller: Caller,
@@ -172,10 +202,12 @@ def import_folder(
     progress: Callable[[int, int], None] | None = None,
     description: str = "",
 ) -> ImportResult:
-    """Import every text file under `folder` as one version of `slug` (created when missing).
+    """Import every text file under `folder` into `slug` (created when missing), through the write path.
 
-    Files that are not UTF-8 text are skipped and reported. Raises InvalidRequest, TooLarge,
-    SecretDetected: an import with a bad path or a credential changes nothing.
+    Every file is checked first, as a write checks it (path, size, credentials); then the files are
+    written as versions of at most the KB's `max_files` each (one version when they fit). Files that
+    are not UTF-8 text are skipped and reported. Raises Forbidden, InvalidRequest, TooLarge,
+    SecretDetected, AlreadyExists: a refused import changes nothing.
     """
     if not caller.is_admin:
         raise Forbidden("only the admin can import folders")
@@ -183,43 +215,41 @@ def import_folder(
     if not folder.is_dir():
         raise InvalidRequest(f"{folder} is not a folder", folder=str(folder))
     found, skipped = _collect(folder)
-    limits = services.limits(slug)
-    changes: dict[str, bytes | None] = {}
+    texts: dict[str, str] = {}
     for done, (rel, full) in enumerate(found, 1):
         rel = check_path(rel)
-        data = full.read_bytes()
         try:
-            text = data.decode("utf-8")
+            text = full.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
             skipped.append(f"{rel}: not UTF-8 text")
             continue
         if "\x00" in text:
             skipped.append(f"{rel}: binary (NUL bytes)")
             continue
-        if len(data) > limits.max_file_bytes:
-            raise TooLarge(f"{rel} has {len(data)} bytes; the limit is {limits.max_file_bytes}", path=rel)
-        rule = scan_secrets(text)
-        if rule:
-            raise SecretDetected(
-                f"{rel} holds a credential ({rule}); remove it and import again", path=rel, rule=rule
-            )
-        changes[rel] = data
+        texts[rel] = text
         if progress:
             progress(done, len(found))
-    if not services.repos.exists(slug):
+    paths = list(texts)
+    limits = services.limits(slug)
+    exists = services.repos.exists(slug)
+    start: Tree = services.repos.repo(slug).view(services.repos.repo(slug).head()) if exists else _NoFiles()
+    if paths:  # every rule of a write, for all files at once, before anything is written
+        apply(start, _as_changes(start, texts, paths), limits.model_copy(update={"max_files": len(paths)}))
+    if not exists:
         create(services, caller, slug, description)
-    if not changes:
+    if not paths:
         return ImportResult(slug=slug, version=services.repos.repo(slug).head(), files=0, skipped=skipped)
-    _, writer = services.repos.get(slug)
-
-    def job(tip: object) -> CommitPlan:
-        return CommitPlan(
-            changes,
-            f"import {len(changes)} files from {folder.name}",
-            "admin <admin@kbserver.invalid>",
-            {"Kb-Actor": "admin", "Kb-Kind": "human_edit"},
-        )
-
-    version, _, _ = writer.submit(job)
-    services.committed(slug, version)
-    return ImportResult(slug=slug, version=version, files=len(changes), skipped=skipped)
+    step = limits.max_files
+    version = None
+    for first in range(0, len(paths), step):
+        part = paths[first : first + step]
+        message = f"import {len(paths)} files from {folder.name}"
+        if len(part) < len(paths):
+            message = f"import files {first + 1}-{first + len(part)} of {len(paths)} from {folder.name}"
+        head = services.repos.repo(slug).head()
+        tip = services.repos.repo(slug).view(head)
+        req = WriteRequest(files=_as_changes(tip, texts, part), message=message)
+        result = writes.submit(services, caller, slug, req)
+        assert isinstance(result, WriteResult)  # the admin's writes are never proposals
+        version = result.version
+    return ImportResult(slug=slug, version=version, files=len(paths), skipped=skipped)

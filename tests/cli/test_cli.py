@@ -59,7 +59,12 @@ def test_import_mount_and_fsck(tmp_path: Path) -> None:
     log = subprocess.run(
         ["git", "log", "--format=%s", "main"], cwd=repo, capture_output=True, text=True
     ).stdout
-    assert len(log.strip().splitlines()) == 2  # the KB's first version, then the import as one version
+    # The KB's first version, then the import through the write path: at most max_files (20) per version.
+    assert log.strip().splitlines() == [
+        "import files 21-31 of 31 from src",
+        "import files 1-20 of 31 from src",
+        "create KB imp",
+    ]
     mount = tmp_path / "mnt" / "imp"
     kbserver(data, "mount", "imp", str(mount))
     assert (mount / "notes" / "n7.md").read_text() == "note 7\n"

@@ -34,13 +34,13 @@ def test_concurrent_add_memory_keeps_every_entry(services: Services, kb: str) ->
         except BaseException as exc:  # reported below, with the thread's own error
             failures.append(exc)
 
-    start = len(versions.listing(services, ADMIN, kb, limit=100)["versions"])  # type: ignore[arg-type]
+    start = len(versions.listing(services, ADMIN, kb, limit=100).versions)
     _race([threading.Thread(target=adder, args=(n,)) for n in range(THREADS)])
     assert failures == []
-    lines = str(files.read(services, ADMIN, kb, "memory/alice/MEMORY.md")["content"]).splitlines()
+    lines = files.read(services, ADMIN, kb, "memory/alice/MEMORY.md").content.splitlines()
     assert sorted(lines) == sorted(f"- fact {n}-{i}" for n in range(THREADS) for i in range(EACH))
-    after = versions.listing(services, ADMIN, kb, limit=100)["versions"]
-    assert len(after) == start + THREADS * EACH  # type: ignore[arg-type]
+    after = versions.listing(services, ADMIN, kb, limit=100).versions
+    assert len(after) == start + THREADS * EACH
     git_fsck(services.repos.path(kb))
 
 
@@ -59,7 +59,7 @@ def test_concurrent_saves_keep_user_md_complete(services: Services, kb: str) -> 
 
     _race([threading.Thread(target=saver, args=(n,)) for n in range(THREADS)])
     assert failures == []
-    user = str(files.read(services, ADMIN, kb, "USER.md")["content"])
+    user = files.read(services, ADMIN, kb, "USER.md").content
     for n in range(THREADS):
         for i in range(EACH):
             assert f"- **Friend {n}-{i}**: friend number {n}-{i}" in user

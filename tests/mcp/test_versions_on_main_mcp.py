@@ -8,6 +8,7 @@ from mcp.shared.exceptions import MCPError
 from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, runs, writes
 from kbserver.services.auth import caller_for
+from kbserver.services.models import ProposalAccepted
 from tests.helpers import make_agent
 from tests.mcp.clients import error, memory_client, ok
 
@@ -20,11 +21,11 @@ async def test_a_pending_commit_cannot_be_read_over_mcp(services: Services, kb: 
     asker = caller_for(services, "asker")
     run = runs.start(services, asker, interactive=True)
     req = WriteRequest(
-        files=[Create(path="plan.md", mode="create", content="pending content\n")], run_id=run["id"]
+        files=[Create(path="plan.md", mode="create", content="pending content\n")], run_id=run.id
     )
     out = writes.submit(services, asker, kb, req)
-    assert isinstance(out, dict)
-    row = services.control.proposal(kb, str(out["proposal"]["id"]))  # type: ignore[index]
+    assert isinstance(out, ProposalAccepted)
+    row = services.control.proposal(kb, out.proposal.id)
     assert row is not None
     async with memory_client(services, "reader") as client:
         err = error(

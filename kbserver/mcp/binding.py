@@ -1,0 +1,67 @@
+"""What every MCP tool and resource needs besides its arguments: the services, the caller, the run.
+
+Its own module (not session.py), so that tools, resources and dialect bindings import it without
+importing the session middleware that imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.connection import Connection
+from mcp.server.context import ServerRequestContext
+
+from kbserver.core.model import Caller
+from kbserver.services import Services
+from kbserver.services.session import AgentSession, SessionRun, start_run
+
+__all__ = ["RUN_KEY", "Binding", "RunInfo", "connection_of"]
+
+RUN_KEY = "kbserver.run"
+"""Where a session's run is kept in its connection's state."""
+
+RunInfo = SessionRun
+"""The run of an MCP session or stdio process (its id and the versions it mounted)."""
+
+_Ctx = ServerRequestContext[Any, Any]
+
+
+@dataclass
+class Binding:
+    """The services, the caller, and the run of the session a call belongs to.
+
+    `caller` is synchronous (it may query the control plane) and raises Unauthorized or NotFound.
+    `process_run` is the run of a whole stdio process; HTTP keeps runs per session instead.
+    """
+
+    services: Services
+    caller: Callable[[], Caller]
+    process_run: RunInfo | None = None
+
+    def run_of(self, rctx: _Ctx | None) -> RunInfo | None:
+        """The run the current call belongs to, or None (sessionless, admin)."""
+        if self.process_run is not None:
+            return self.process_run
+        conn = connection_of(rctx) if rctx is not None else None
+        run = conn.state.get(RUN_KEY) if conn is not None else None
+        return run if isinstance(run, SessionRun) else None
+
+    def start_run(self, caller: Caller) -> RunInfo | None:
+        """A new interactive run pinning the heads of the caller's KBs (None for the admin)."""
+        return start_run(self.services, caller)
+
+    def session(self, rctx: _Ctx | None) -> AgentSession:
+        """The agent session of the current call: its caller and its session's run."""
+        return AgentSession.of(self.services, self.caller(), self.run_of(rctx))
+
+
+def connection_of(rctx: _Ctx) -> Connection | None:
+    """The per-connection object of the current request (its `state` outlives a single request).
+
+    SDK 2.3 hands tools and middleware only a per-request `ServerSession`, which keeps the connection in
+    a private attribute; this is the one place that relies on it. Without it every call is sessionless.
+    """
+    conn = getattr(rctx.session, "_connection", None)
+    return conn if isinstance(conn, Connection) else None
