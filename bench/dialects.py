@@ -26,8 +26,9 @@ from typing import Any
 from mcp import Client
 
 from kbserver.mcp import Binding, build_server
-from kbserver.services import Services, agents, kbs
+from kbserver.services import agents, kbs
 from kbserver.services.auth import ADMIN, caller_for
+from kbserver.wiring import open_services
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -46,7 +47,7 @@ async def _timed(repeat: int, call: Callable[[int], Awaitable[Any]]) -> tuple[fl
 
 
 async def _run(size: int, repeat: int, folder: Path) -> list[tuple[str, int, float, float]]:
-    services = Services(folder / "data")
+    services = open_services(folder / "data")
     services.start()
     try:
         kbs.create(services, ADMIN, "bench", "dialect benchmark")

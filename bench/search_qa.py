@@ -41,8 +41,9 @@ from typing import Any, cast
 
 from bench.mcp import _free_port, _wait_healthy
 from kbserver.core.model import Append, Overwrite, WriteRequest
-from kbserver.services import Services, agents, kbs, search, writes
+from kbserver.services import agents, kbs, search, writes
 from kbserver.services.auth import ADMIN, caller_for
+from kbserver.wiring import open_services
 
 HERE = Path(__file__).resolve().parent
 SLUG = "qa"
@@ -160,7 +161,7 @@ def write_folder(root: Path, notes: list[Note]) -> Path:
 
 def setup(data: Path, folder: Path) -> str:
     """The KB `qa` imported from `folder` and an agent `asker` with read_write; returns its token."""
-    services = Services(data)
+    services = open_services(data)
     try:
         kbs.import_folder(services, ADMIN, SLUG, folder)
         _, token = agents.create(services, ADMIN, AGENT)
@@ -173,7 +174,7 @@ def setup(data: Path, folder: Path) -> str:
 def in_process(
     data: Path, notes: list[Note], questions: list[tuple[str, list[str]]], repeat: int
 ) -> dict[str, Any]:
-    services = Services(data)
+    services = open_services(data)
     services.start()
     try:
         head = services.repos.repo(SLUG).head()
@@ -186,17 +187,15 @@ def in_process(
         misses: list[str] = []
         for question, answers in questions:
             start = time.perf_counter()
-            found = cast(
-                "list[dict[str, Any]]", search.query(services, caller, SLUG, question, limit=10)["hits"]
-            )
+            found = search.query(services, caller, SLUG, question, limit=10).hits
             latency.append(time.perf_counter() - start)
-            paths = [h["path"] for h in found]
+            paths = [h.path for h in found]
             recall["kb"].add(paths, answers)
             if not any(a in paths[:5] for a in answers):
                 misses.append(question)
             folder = _folder_of(answers)
-            under = search.query(services, caller, SLUG, question, limit=10, prefix=folder)["hits"]
-            recall["kb_prefix"].add([h["path"] for h in cast("list[dict[str, Any]]", under)], answers)
+            under = search.query(services, caller, SLUG, question, limit=10, prefix=folder).hits
+            recall["kb_prefix"].add([h.path for h in under], answers)
             recall["fts"].add(fts.search(question, None), answers)
             recall["fts_prefix"].add(fts.search(question, folder), answers)
         fts_latency = [timed(lambda q=q: fts.search(q, None)) for q, _ in questions]
@@ -234,8 +233,8 @@ def in_process(
             search.status(services, caller, SLUG, wait_for=version, timeout=30)
             deadline = start + 30
             while time.perf_counter() < deadline:
-                hits = cast("list[dict[str, Any]]", search.query(services, caller, SLUG, word)["hits"])
-                if any(h["path"] == "log/fresh.md" for h in hits):
+                hits = search.query(services, caller, SLUG, word).hits
+                if any(h.path == "log/fresh.md" for h in hits):
                     break
                 time.sleep(0.001)
             fresh.append(time.perf_counter() - start)

@@ -25,8 +25,9 @@ from starlette.testclient import TestClient
 from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.index import SearchIndex
-from kbserver.services import Services, kbs
+from kbserver.services import kbs
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, make_agent
 from tests.mcp.clients import memory_client
 from tests.search_model import PREFIXES, Expected, expected, make_corpus, queries, render
@@ -97,7 +98,7 @@ class _Edges:
         self.settings = Settings(
             data=root / "data", admin_token=ADMIN_TOKEN, sample=False, index_poll_seconds=0.2
         )
-        self.services = Services(self.settings.data, self.settings.options())
+        self.services = open_services(self.settings.data, self.settings.options())
         self.services.start()
         self.corpora: dict[str, dict[str, str]] = {}
         for kind in _KINDS:
