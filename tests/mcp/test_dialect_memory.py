@@ -66,11 +66,9 @@ async def test_add_search_update_delete_over_both_transports(connect: Connect, s
         front, body = _front(services, ids[0])
         assert body == FACTS[0][0] and front["id"] == ids[0] and front["category"] == "preference"
         assert front["createdAt"] == front["updatedAt"] and front["createdAt"].endswith("Z")
-        history = versions.listing(services, ADMIN, "notes", path=f"memories/{ids[0]}.md")["versions"]
-        assert isinstance(history, list) and len(history) == 1
-        assert history[0]["author"] == "agent:alice" and history[0]["message"].startswith(
-            f"memory: add {ids[0]}"
-        )
+        history = versions.listing(services, ADMIN, "notes", path=f"memories/{ids[0]}.md").versions
+        assert len(history) == 1
+        assert history[0].author == "agent:alice" and history[0].message.startswith(f"memory: add {ids[0]}")
 
         # a paraphrase with no shared word, a Chinese question, and one across languages
         for query, expected in [
