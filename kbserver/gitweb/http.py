@@ -23,7 +23,15 @@ from kbserver.gitweb.upload_pack import UploadPack, read_body, unreachable_want
 from kbserver.services import Services, kbs
 from kbserver.services.auth import authenticate
 
-__all__ = ["MAX_BODY_BYTES", "MAX_PROCESSES", "PROPOSALS_HEADER", "QUEUE_SECONDS", "GitEdge", "git_app"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "MAX_PROCESSES",
+    "PROPOSALS_HEADER",
+    "PUSH_REFUSED",
+    "QUEUE_SECONDS",
+    "GitEdge",
+    "git_app",
+]
 
 log = logging.getLogger("kbserver.gitweb")
 
@@ -36,6 +44,8 @@ _RETRY_AFTER = 5
 _V2_COMMANDS = ("ls-refs", "fetch")  # all that clone, fetch and ls-remote use
 _NO_GIT = "git clone needs C git on the server: install git (e.g. apt-get install git) and restart"
 _READ_ONLY = "this server is read-only over git; change a KB through the HTTP API or MCP"
+# The first line git prints for a refused push (as `remote: ...`, above its own "error: 403").
+PUSH_REFUSED = "kbserver is read-only: write through the API (HTTP or MCP); git serves clone and fetch"
 
 
 class _MethodNotAllowed(KBError):
@@ -105,7 +115,7 @@ class GitEdge:
         query = scope.get("query_string", b"").decode("latin-1")
         raw_path = bytes(scope.get("raw_path") or b"").decode("latin-1")
         if any("receive-pack" in unquote(part).lower() for part in (path, raw_path, query)):
-            raise Forbidden(f"git push is refused: {_READ_ONLY}")
+            raise Forbidden(PUSH_REFUSED)
         route = _ROUTE.fullmatch(path)
         if route is None or not re.fullmatch(SLUG_PATTERN, route["slug"]):
             raise NotFound("no such git repository here; clone http://HOST/git/{slug}.git")
@@ -220,10 +230,15 @@ def _token(headers: dict[str, str]) -> str | None:
 
 
 async def _send_error(scope: Scope, send: Send, err: KBError) -> None:
+    """The contract's JSON error; for the git client, the message as text/plain, which git prints
+    as `remote: MESSAGE` before its own `fatal: ... error: STATUS` line."""
     status = err.status
     scope.setdefault("state", {})["error_code"] = err.code
-    body = json.dumps({"error": err.to_dict()}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if _headers(scope).get("user-agent", "").startswith("git/"):
+        body, kind = f"{err.message}\n".encode(), b"text/plain; charset=utf-8"
+    else:
+        body, kind = json.dumps({"error": err.to_dict()}).encode(), b"application/json"
+    headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
     if status == 401:
         # git prompts for (or, with GIT_TERMINAL_PROMPT=0, fails cleanly without) credentials on this.
         headers.append((b"www-authenticate", b'Basic realm="kbserver"'))

@@ -20,7 +20,7 @@ from kbserver.core.model import Caller
 from kbserver.mcp.binding import Binding
 from kbserver.mcp.server import build_server
 from kbserver.services import Services
-from kbserver.services.auth import authenticate
+from kbserver.services.auth import MISSING_TOKEN, UNKNOWN_TOKEN, authenticate
 
 __all__ = ["MCP_PATH", "KBTokenVerifier", "mcp_http", "mount_mcp", "transport_security"]
 
@@ -50,7 +50,7 @@ def _token_caller(services: Services, admin_token: str) -> Callable[[], Caller]:
     def caller() -> Caller:
         token = get_access_token()
         if token is None:
-            raise Unauthorized("send Authorization: Bearer TOKEN (an agent token or the admin token)")
+            raise Unauthorized(MISSING_TOKEN)
         found = (token.claims or {}).get(_CALLER)
         return found if isinstance(found, Caller) else authenticate(services, token.token, admin_token)
 
@@ -86,16 +86,9 @@ class _ContractErrors:
             nonlocal rewriting
             if message["type"] == "http.response.start" and message["status"] == 401:
                 rewriting = True
-                body = json.dumps(
-                    {
-                        "error": {
-                            "code": "unauthorized",
-                            "message": (
-                                "send Authorization: Bearer TOKEN with an agent token or the admin token"
-                            ),
-                        }
-                    }
-                ).encode()
+                # The SDK answers 401 for a missing and an unknown token alike; say which it was.
+                text = UNKNOWN_TOKEN if _has_bearer(scope) else MISSING_TOKEN
+                body = json.dumps({"error": {"code": "unauthorized", "message": text}}).encode()
                 headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
                 headers.append((b"content-length", str(len(body)).encode()))
                 await send({**message, "headers": headers})
@@ -106,6 +99,14 @@ class _ContractErrors:
             await send(message)
 
         await self.app(scope, receive, wrapped)
+
+
+def _has_bearer(scope: Scope) -> bool:
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            scheme, _, token = value.decode("latin-1").partition(" ")
+            return scheme.lower() == "bearer" and bool(token.strip())
+    return False
 
 
 def mcp_http(

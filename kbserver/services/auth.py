@@ -10,20 +10,34 @@ from kbserver.core.model import Caller, Permission
 from kbserver.services.context import Services
 from kbserver.services.models import Access
 
-__all__ = ["ADMIN", "authenticate", "caller_for", "permission", "require_read", "require_write"]
+__all__ = [
+    "ADMIN",
+    "MISSING_TOKEN",
+    "UNKNOWN_TOKEN",
+    "authenticate",
+    "caller_for",
+    "permission",
+    "require_read",
+    "require_write",
+]
 
 ADMIN = Caller(name="admin", is_admin=True)
+MISSING_TOKEN = "send Authorization: Bearer TOKEN (an agent token or the admin token)"
+UNKNOWN_TOKEN = (
+    "the token is not known (mistyped, rotated, or its agent was deleted); "
+    "send a current agent token or the admin token"
+)
 
 
 def authenticate(services: Services, token: str | None, admin_token: str) -> Caller:
     """The caller behind a bearer token. Raises Unauthorized."""
     if not token:
-        raise Unauthorized("send Authorization: Bearer TOKEN (an agent token or the admin token)")
+        raise Unauthorized(MISSING_TOKEN)
     if hmac.compare_digest(token.encode(), admin_token.encode()):
         return ADMIN
     row = services.control.agent_by_token(token)
     if row is None:
-        raise Unauthorized("unknown token; ask an admin for a valid one")
+        raise Unauthorized(UNKNOWN_TOKEN)
     return _agent(row)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from itertools import islice
 
 from kbserver.changes import Applied, sha256_hex
-from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
+from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, NotFound
 from kbserver.core.model import Caller, VersionInfo, WriteResult
 from kbserver.core.paths import check_path
 from kbserver.services.auth import require_read, require_write
@@ -59,13 +59,27 @@ def listing(
     if path is not None:
         path = check_path(path)
     repo = services.repos.repo(slug)
-    start = repo.resolve(cursor) if cursor else repo.head()
+    start = _cursor(repo, cursor) if cursor else repo.head()
     if start is None:
         return VersionPage(versions=[], next_cursor=None)
     walk = repo.path_history(start, path) if path else repo.first_parents(start)
     page = list(islice(walk, limit + 1))
     more = page[limit] if len(page) > limit else None
     return VersionPage(versions=[info(repo, v) for v in page[:limit]], next_cursor=more)
+
+
+def _cursor(repo: KBRepo, cursor: str) -> str | None:
+    """The version a page starts at: errors name `cursor`, the field the caller sent."""
+    try:
+        return repo.resolve(cursor)
+    except InvalidRequest:
+        raise InvalidRequest(
+            "cursor must be the next_cursor of an earlier page (a 40-hex version id)", cursor=cursor
+        ) from None
+    except NotFound:
+        raise NotFound(
+            f"cursor {cursor} is not a version of this KB; start again without a cursor", cursor=cursor
+        ) from None
 
 
 def get(services: Services, caller: Caller, slug: str, version: str) -> VersionDetail:

@@ -194,6 +194,8 @@ def test_push_is_refused_and_changes_nothing(server: LiveServer, api: Api, tmp_p
     git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-m", "try a push", cwd=clone)
     proc = git("push", "origin", "HEAD:main", cwd=clone, check=False)
     assert proc.returncode != 0 and "403" in proc.stderr
+    # git prints the server's own line, not only a bare status
+    assert "remote: kbserver is read-only: write through the API" in proc.stderr, proc.stderr
     assert api.head(slug) == head
     base = f"{server.url}/git/{slug}.git"
     auth = ("kb", ADMIN_TOKEN)

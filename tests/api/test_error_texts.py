@@ -1,0 +1,61 @@
+"""Error messages that tell the caller what went wrong: which token, which field, why a push fails."""
+
+from __future__ import annotations
+
+import pytest
+from starlette.testclient import TestClient
+
+from kbserver.services import Services
+from tests.helpers import state
+
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+
+
+@pytest.mark.parametrize(
+    ("method", "url", "extra"),
+    [
+        ("GET", "/api/v1/kbs", {}),
+        ("POST", "/mcp", MCP_HEADERS),
+        ("GET", "/git/notes.git/info/refs?service=git-upload-pack", {}),
+    ],
+)
+def test_a_wrong_token_is_told_apart_from_a_missing_one(
+    client: TestClient, kb: str, method: str, url: str, extra: dict[str, str]
+) -> None:
+    missing = client.request(method, url, headers=extra, json=PING)
+    wrong = client.request(method, url, headers={**extra, "Authorization": "Bearer kbs_nope"}, json=PING)
+    for r in (missing, wrong):
+        assert r.status_code == 401, r.text
+        assert r.json()["error"]["code"] == "unauthorized"
+    assert "send Authorization: Bearer TOKEN" in missing.json()["error"]["message"]
+    assert "not known" in wrong.json()["error"]["message"]
+    assert "not known" not in missing.json()["error"]["message"]
+
+
+def test_a_bad_cursor_names_the_cursor(
+    client: TestClient, services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    before = state(services, kb)
+    r = client.get(f"/api/v1/kbs/{kb}/versions?cursor=garbage", headers=agent)
+    assert r.status_code == 400
+    err = r.json()["error"]
+    assert err["code"] == "invalid_request" and err["cursor"] == "garbage" and "cursor" in err["message"]
+    assert "version" not in err
+    r = client.get(f"/api/v1/kbs/{kb}/versions?cursor={'0' * 40}", headers=agent)
+    assert r.status_code == 404
+    err = r.json()["error"]
+    assert err["code"] == "not_found" and err["cursor"] == "0" * 40 and "cursor" in err["message"]
+    assert state(services, kb) == before
+
+
+def test_git_clients_get_the_message_as_text(client: TestClient, kb: str) -> None:
+    """git prints a text/plain error body as `remote: ...`; other clients keep the JSON shape."""
+    url = f"/git/{kb}.git/info/refs?service=git-receive-pack"
+    r = client.get(url, headers={"User-Agent": "git/2.39.5"})
+    assert r.status_code == 403
+    assert r.headers["content-type"].startswith("text/plain")
+    assert r.text.startswith("kbserver is read-only: write through the API")
+    r = client.get(url)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
+    assert r.json()["error"]["message"].startswith("kbserver is read-only: write through the API")
