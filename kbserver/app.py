@@ -23,6 +23,7 @@ from kbserver.mcp import mount_mcp
 from kbserver.services import Services
 from kbserver.services import kbs as kbs_service
 from kbserver.services.auth import ADMIN
+from kbserver.services.metrics import VersionCounter
 from kbserver.web import admin_app
 from kbserver.wiring import open_services
 
@@ -74,8 +75,7 @@ def create_app(
     owned = services is None
     svc = services or open_services(settings.data, settings.options())
     token = admin_token(settings)
-    metrics = Metrics()
-    svc.commit_hooks.append(lambda slug, _version: metrics.commits.labels(slug).inc())
+    metrics = Metrics(VersionCounter(svc).counts)
 
     mcp_route, mcp_lifespan = mount_mcp(svc, token, settings.allowed_hosts, extra_tools=mcp_extra_tools)
 
@@ -104,6 +104,7 @@ def create_app(
     app.state.services = svc
     app.state.admin_token = token
     app.state.metrics = metrics
+    app.state.metrics_token = settings.metrics_token
     app.state.settings = settings
     app.state.openapi = openapi_document()
     app.add_middleware(ObserveMiddleware, metrics=metrics, router=app.router)

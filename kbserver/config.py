@@ -31,6 +31,9 @@ class Settings(BaseModel):
     admin_token: str | None = Field(
         default=None, description="the admin token; generated once into DATA/admin-token when unset"
     )
+    metrics_token: str | None = Field(
+        default=None, description="a bearer token that may read /metrics (besides the admin token)"
+    )
     max_file_bytes: int = Field(default=256 * 1024, ge=1, description="default size limit of one file")
     max_files: int = Field(default=20, ge=1, description="default limit of files per write")
     run_ttl_seconds: float = Field(default=24 * 3600, gt=0, description="how long a run's snapshot lives")

@@ -2,27 +2,53 @@
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from prometheus_client.registry import Collector
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from kbserver.api.http import bearer, caller
+from kbserver.core.errors import Forbidden
 
 __all__ = ["Metrics", "ObserveMiddleware", "metrics_endpoint"]
 
 access_log = logging.getLogger("kbserver.access")
 
 
-class Metrics:
-    """The server's Prometheus metrics, in a registry of its own (one per app)."""
+class _Commits(Collector):
+    """`kbserver_commits_total{kb}`: versions on each KB's main, whichever process made them."""
 
-    def __init__(self) -> None:
+    def __init__(self, counts: Callable[[], dict[str, int]]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "kbserver_commits", "versions on main (commits of every process, imports included)", labels=["kb"]
+        )
+        for slug, count in sorted(self._counts().items()):
+            family.add_metric([slug], count)
+        yield family
+
+
+class Metrics:
+    """The server's Prometheus metrics, in a registry of its own (one per app).
+
+    `commit_counts` gives the versions on each KB's main (read from the repositories at scrape time).
+    """
+
+    def __init__(self, commit_counts: Callable[[], dict[str, int]] = dict) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "kbserver_http_requests", "HTTP requests", ["method", "route", "status"], registry=self.registry
@@ -39,7 +65,7 @@ class Metrics:
             registry=self.registry,
             buckets=(0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5),
         )
-        self.commits = Counter("kbserver_commits", "versions created", ["kb"], registry=self.registry)
+        self.registry.register(_Commits(commit_counts))
 
 
 def _route_name(app: Any, scope: Scope) -> str:
@@ -105,5 +131,16 @@ class ObserveMiddleware:
 
 
 async def metrics_endpoint(request: Request) -> Response:
+    """Prometheus text for the admin token or the metrics token (KB slugs are not public).
+
+    Raises Unauthorized (no or unknown token), Forbidden (an agent's token).
+    """
+    token = bearer(request)
+    metrics_token: str | None = request.app.state.metrics_token
+    if not (token and metrics_token and hmac.compare_digest(token.encode(), metrics_token.encode())):
+        who = await caller(request)
+        if not who.is_admin:
+            raise Forbidden("/metrics needs the admin token or the metrics token (KBSERVER_METRICS_TOKEN)")
     metrics: Metrics = request.app.state.metrics
-    return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+    text = await run_in_threadpool(generate_latest, metrics.registry)  # counting reads the repositories
+    return Response(text, media_type=CONTENT_TYPE_LATEST)

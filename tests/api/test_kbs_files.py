@@ -145,7 +145,11 @@ def test_read_only_agent_cannot_write(client: TestClient, services: Services, kb
 
 
 def test_metrics_and_access_log(
-    client: TestClient, kb: str, agent: dict[str, str], caplog: pytest.LogCaptureFixture
+    client: TestClient,
+    kb: str,
+    agent: dict[str, str],
+    admin: dict[str, str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     import json
 
@@ -160,7 +164,7 @@ def test_metrics_and_access_log(
     lines = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "kbserver.access"]
     assert lines[0]["route"] == "/api/v1/kbs/{slug}/write" and lines[0]["caller"] == "agent:bob"
     assert lines[1]["status"] == 404 and lines[1]["error"] == "not_found"
-    text = client.get("/metrics").text
+    text = client.get("/metrics", headers=admin).text
     assert (
         'kbserver_http_requests_total{method="POST",route="/api/v1/kbs/{slug}/write",status="200"} 1.0'
         in text

@@ -115,7 +115,8 @@ def test_serve_imports_the_sample_on_first_start(tmp_path: Path) -> None:
 
         kbs = httpx.get(server.url + "/api/v1/kbs", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}).json()
         assert [k["slug"] for k in kbs] == ["sample"]
-        assert httpx.get(server.url + "/metrics").text.count("kbserver_http_requests") > 0
+        auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        assert httpx.get(server.url + "/metrics", headers=auth).text.count("kbserver_http_requests") > 0
         assert httpx.get(server.url + "/openapi.json").json()["openapi"].startswith("3.")
     finally:
         server.stop()
