@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import logging
 import signal
 import socket
 import sys
@@ -15,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from kbserver import __version__
+from kbserver import __version__, logs
 from kbserver.config import Settings, admin_token
 from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unavailable
 from kbserver.services import Services, agents, files, health, kbs, proposals, search
@@ -61,6 +60,7 @@ def _settings(args: argparse.Namespace, **options: object) -> Settings:
     in --data is an error instead of a new, empty data folder.
     """
     settings = Settings.from_env(data=args.data, **options)
+    logs.configure(settings.log_level)
     data = settings.data
     if data.exists() and not data.is_dir():
         raise InvalidRequest(f"data folder {data} is not a folder; pass --data DIR", data=str(data))
@@ -108,7 +108,6 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args, host=args.host, port=args.port)
     sock = _listen(settings.host, settings.port)
     port = int(sock.getsockname()[1])
-    logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
     services = open_services(settings.data, settings.options())
     try:
         if bootstrap(settings, services):
@@ -125,7 +124,8 @@ def _serve(args: argparse.Namespace) -> int:
                     print(f"admin URL: {base}/admin (HTTP API: {base}/api/v1, described by /openapi.json)")
                     print(f"admin token: {token}", flush=True)
 
-        config = uvicorn.Config(app, access_log=False, log_level="warning")
+        # log_config=None: uvicorn's loggers go through the one JSON handler (kbserver.logs).
+        config = uvicorn.Config(app, access_log=False, log_level="warning", log_config=None)
         _Server(config).run(sockets=[sock])
     finally:
         sock.close()
@@ -302,8 +302,7 @@ def _mcp(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    settings = Settings.from_env(data=args.data)
-    logging.basicConfig(level=settings.log_level, format="%(message)s", stream=sys.stderr)
+    settings = _settings(args)  # JSON logs; refuses a missing data folder like every other command
     services = open_services(settings.data, dataclasses.replace(settings.options(), follow=True))
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):

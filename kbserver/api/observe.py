@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -82,7 +81,8 @@ def _route_name(app: Any, scope: Scope) -> str:
 
 
 class ObserveMiddleware:
-    """Logs one JSON line per request and counts it; never changes the response."""
+    """Logs one line per request (its `fields` become the JSON line's keys) and counts it; never
+    changes the response."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics, router: Any) -> None:
         self.app = app
@@ -114,9 +114,12 @@ class ObserveMiddleware:
                 self.metrics.write_latency.observe(elapsed)
             state = scope.get("state", {})
             access_log.info(
-                json.dumps(
-                    {
-                        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "%s %s %s",
+                method,
+                scope["path"],
+                status,
+                extra={
+                    "fields": {
                         "method": method,
                         "path": scope["path"],
                         "route": route,
@@ -124,9 +127,8 @@ class ObserveMiddleware:
                         "ms": round(elapsed * 1000, 2),
                         "caller": state.get("caller"),
                         "error": state.get("error_code"),
-                    },
-                    ensure_ascii=False,
-                )
+                    }
+                },
             )
 
 

@@ -22,7 +22,7 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 
-from kbserver.core.errors import Forbidden, KBError
+from kbserver.core.errors import Forbidden, KBError, NotFound
 from kbserver.core.model import Caller
 from kbserver.dialects import auto
 from kbserver.mcp.binding import RUN_KEY, Binding, RunInfo, connection_of
@@ -63,12 +63,24 @@ class SessionMiddleware:
             refused = await self._refused_tool(ctx)
             if refused is not None:
                 return refused
+        if ctx.method == "prompts/get":
+            return await self._get_prompt(ctx, call_next)
         result = await call_next(ctx)
         if ctx.method == "resources/read" and isinstance(result, dict):
             for item in result.get("contents") or []:  # one template serves every kind of file
                 if isinstance(item, dict) and isinstance(item.get("uri"), str) and "text" in item:
                     item["mimeType"] = mime_type(item["uri"])
         return result
+
+    async def _get_prompt(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
+        """The SDK raises a bare ValueError for a prompt it does not know, which its dispatcher logs
+        with two tracebacks and answers as an internal error: it is the client's mistake."""
+        try:
+            return await call_next(ctx)
+        except ValueError:
+            name = (ctx.params or {}).get("name")
+            err = NotFound(f"prompt {name!r} does not exist; prompts/list names the prompts here", name=name)
+            raise _protocol_error(err, INVALID_PARAMS) from None
 
     async def _caller(self) -> Caller:
         try:

@@ -153,6 +153,8 @@ def test_metrics_and_access_log(
 ) -> None:
     import json
 
+    from kbserver.logs import JsonFormatter
+
     with caplog.at_level("INFO", logger="kbserver.access"):
         r = client.post(
             f"/api/v1/kbs/{kb}/write",
@@ -161,7 +163,7 @@ def test_metrics_and_access_log(
         )
         assert r.status_code == 200
         client.get(f"/api/v1/kbs/{kb}/files/nope.md", headers=agent)
-    lines = [json.loads(rec.getMessage()) for rec in caplog.records if rec.name == "kbserver.access"]
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.name == "kbserver.access"]
     assert lines[0]["route"] == "/api/v1/kbs/{slug}/write" and lines[0]["caller"] == "agent:bob"
     assert lines[1]["status"] == 404 and lines[1]["error"] == "not_found"
     text = client.get("/metrics", headers=admin).text
