@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import signal
 import socket
 import sys
 import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -24,33 +24,34 @@ from kbserver.wiring import open_services
 __all__ = ["main"]
 
 
-class _Progress:
-    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
+@contextlib.contextmanager
+def _progress(label: str, total: int | None = None) -> Iterator[Callable[..., None]]:
+    """A progress bar on stderr (rich). On a terminal it redraws in place; when stderr is a file or
+    a pipe (a log) nothing is redrawn: rich prints the final state once, as one plain line."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    def __init__(self, label: str) -> None:
-        self.label = label
-        self._last = 0.0
-        self._shown = False
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=Console(stderr=True)) as bar:
+        task = bar.add_task(label, total=total)
 
-    def __call__(self, done: int, total: int | None = None) -> None:
-        now = time.monotonic()
-        final = total is not None and done >= total
-        if not final and now - self._last < 0.1:
-            return
-        self._last = now
-        if total:
-            width = 30
-            filled = int(width * done / total)
-            line = f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
-        else:
-            line = f"\r{self.label} {done}"
-        sys.stderr.write(line)
-        sys.stderr.flush()
-        self._shown = True
+        def update(done: int, of: int | None = None) -> None:
+            bar.update(task, completed=done, total=of if of is not None else total)
 
-    def close(self) -> None:
-        if self._shown:
-            sys.stderr.write("\n")
+        yield update
+
+
+def _summed(update: Callable[..., None]) -> Callable[[int], None]:
+    """One running total over callers that each count from zero (one per sink)."""
+    seen = {"offset": 0, "last": 0}
+
+    def progress(done: int) -> None:
+        if done < seen["last"]:
+            seen["offset"] += seen["last"]
+        seen["last"] = done
+        update(seen["offset"] + done)
+
+    return progress
 
 
 def _settings(args: argparse.Namespace, **options: object) -> Settings:
@@ -249,10 +250,8 @@ def _link(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     _, services = _services(args)
-    bar = _Progress(f"importing {args.folder}")
-    with _closing(services):
+    with _closing(services), _progress(f"importing {args.folder}") as bar:
         result = kbs.import_folder(services, ADMIN, args.slug, Path(args.folder), bar, args.description)
-    bar.close()
     for skipped in result.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
     print(f"imported {result.files} files into KB {result.slug} as version {result.version}")
@@ -261,10 +260,8 @@ def _import(args: argparse.Namespace) -> int:
 
 def _mount(args: argparse.Namespace) -> int:
     _, services = _services(args)
-    bar = _Progress(f"writing {args.dir}")
-    with _closing(services):
+    with _closing(services), _progress(f"writing {args.dir}") as bar:
         out = files.export(services, ADMIN, args.slug, Path(args.dir), args.version, bar)
-    bar.close()
     print(f"wrote {out.files} files of KB {args.slug} at version {out.version} to {args.dir} (read-only)")
     return 0
 
@@ -274,9 +271,11 @@ def _reindex(args: argparse.Namespace) -> int:
     with _closing(services):
         slugs = [args.slug] if args.slug else kbs.slugs(services, ADMIN)
         for slug in slugs:
-            bar = _Progress(f"reindexing {slug}")
-            version = search.reindex(services, ADMIN, slug, bar)  # NotFound for an unknown slug
-            bar.close()
+            kb = kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
+            files = kb.file_count
+            sinks = len(services.sinks)  # each sink (index, vectors) counts its files from 0
+            with _progress(f"reindexing {slug}", files * sinks) as bar:
+                version = search.reindex(services, ADMIN, slug, _summed(bar))
             print(f"{slug}: index rebuilt at version {version}")
     return 0
 
