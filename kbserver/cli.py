@@ -250,17 +250,29 @@ def _link(args: argparse.Namespace) -> int:
 
 def _import(args: argparse.Namespace) -> int:
     _, services = _services(args)
-    with _closing(services), _progress(f"importing {args.folder}") as bar:
-        result = kbs.import_folder(services, ADMIN, args.slug, Path(args.folder), bar, args.description)
+    with _closing(services), _progress(f"importing {Path(args.folder).name}") as bar:
+        result = kbs.import_folder(
+            services, ADMIN, args.slug, Path(args.folder), bar, args.description, delete=args.delete
+        )
     for skipped in result.skipped:
         print(f"skipped {skipped}", file=sys.stderr)
-    print(f"imported {result.files} files into KB {result.slug} as version {result.version}")
+    if not result.changed:
+        print(
+            f"nothing changed: KB {result.slug} already holds these {result.unchanged} files "
+            f"at version {result.version}; no version was made"
+        )
+        return 0
+    deleted = f", deleted {result.deleted}" if result.deleted else ""
+    print(
+        f"imported {result.files} files{deleted} into KB {result.slug} as version {result.version}"
+        f" ({result.unchanged} unchanged)"
+    )
     return 0
 
 
 def _mount(args: argparse.Namespace) -> int:
     _, services = _services(args)
-    with _closing(services), _progress(f"writing {args.dir}") as bar:
+    with _closing(services), _progress(f"writing {Path(args.dir).name}") as bar:
         out = files.export(services, ADMIN, args.slug, Path(args.dir), args.version, bar)
     print(f"wrote {out.files} files of KB {args.slug} at version {out.version} to {args.dir} (read-only)")
     return 0
@@ -424,10 +436,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("dir", help="a folder that does not exist yet, or is empty")
     p.add_argument("--version", dest="version", default=None, help="the version (default: the head)")
 
-    p = command("import", _import, "import a folder of text files as one version")
+    p = command(
+        "import", _import, "import a folder's text files as one version (changed files only; --delete mirrors)"
+    )
     p.add_argument("slug", help="the KB (created when missing)")
     p.add_argument("folder", help="the folder to import")
     p.add_argument("--description", default="", help="the description of a KB created by the import")
+    p.add_argument(
+        "--delete",
+        action="store_true",
+        help="also delete the KB's files that the folder does not hold (mirror it), in the same version",
+    )
 
     p = command("reindex", _reindex, "rebuild the search index of one or every KB")
     p.add_argument("slug", nargs="?", help="the KB (default: every KB)")

@@ -13,6 +13,7 @@ from kbserver.core.model import (
     SLUG_PATTERN,
     Caller,
     Create,
+    Delete,
     FileChange,
     Overwrite,
     WriteRequest,
@@ -201,13 +202,17 @@ def import_folder(
     folder: Path,
     progress: Callable[[int, int], None] | None = None,
     description: str = "",
+    delete: bool = False,
 ) -> ImportResult:
     """Import every text file under `folder` into `slug` (created when missing), through the write path.
 
-    Every file is checked first, as a write checks it (path, size, credentials); then the files are
-    written as versions of at most the KB's `max_files` each (one version when they fit). Files that
-    are not UTF-8 text are skipped and reported. Raises Forbidden, InvalidRequest, TooLarge,
-    SecretDetected, AlreadyExists: a refused import changes nothing.
+    Every file is checked first, as a write checks it (path, size, credentials). Only files whose
+    bytes differ from the KB's are written, as versions of at most the KB's `max_files` each (one
+    version when they fit); an import that changes nothing makes no version. Without `delete` an
+    import never removes a file; with it, the KB's files that the folder does not hold are deleted
+    too (the KB mirrors the folder). Files that are not UTF-8 text are skipped, reported, and never
+    deleted. Raises Forbidden, InvalidRequest, TooLarge, SecretDetected: a refused import changes
+    nothing.
     """
     if not caller.is_admin:
         raise Forbidden("only the admin can import folders")
@@ -216,8 +221,10 @@ def import_folder(
         raise InvalidRequest(f"{folder} is not a folder", folder=str(folder))
     found, skipped = _collect(folder)
     texts: dict[str, str] = {}
+    present: set[str] = set()  # skipped files included: never deleted by a mirror
     for done, (rel, full) in enumerate(found, 1):
         rel = check_path(rel)
+        present.add(rel)
         try:
             text = full.read_bytes().decode("utf-8")
         except UnicodeDecodeError:
@@ -229,27 +236,43 @@ def import_folder(
         texts[rel] = text
         if progress:
             progress(done, len(found))
-    paths = list(texts)
     limits = services.limits(slug)
     exists = services.repos.exists(slug)
     start: Tree = services.repos.repo(slug).view(services.repos.repo(slug).head()) if exists else _NoFiles()
-    if paths:  # every rule of a write, for all files at once, before anything is written
-        apply(start, _as_changes(start, texts, paths), limits.model_copy(update={"max_files": len(paths)}))
+    changed = [p for p in texts if start.read(p) != texts[p].encode("utf-8")]
+    gone = sorted(p for p, _ in start.walk() if p not in present) if delete and exists else []
+    if changed:  # every rule of a write, for all files at once, before anything is written
+        apply(
+            start, _as_changes(start, texts, changed), limits.model_copy(update={"max_files": len(changed)})
+        )
     if not exists:
         create(services, caller, slug, description)
-    if not paths:
-        return ImportResult(slug=slug, version=services.repos.repo(slug).head(), files=0, skipped=skipped)
+    unchanged = len(texts) - len(changed)
+    if not changed and not gone:
+        head = services.repos.repo(slug).head()
+        return ImportResult(slug=slug, version=head, files=0, skipped=skipped, unchanged=unchanged)
+    work: list[tuple[str, str | None]] = [(p, texts[p]) for p in changed] + [(p, None) for p in gone]
     step = limits.max_files
     version = None
-    for first in range(0, len(paths), step):
-        part = paths[first : first + step]
-        message = f"import {len(paths)} files from {folder.name}"
-        if len(part) < len(paths):
-            message = f"import files {first + 1}-{first + len(part)} of {len(paths)} from {folder.name}"
-        head = services.repos.repo(slug).head()
-        tip = services.repos.repo(slug).view(head)
-        req = WriteRequest(files=_as_changes(tip, texts, part), message=message)
-        result = writes.submit(services, caller, slug, req)
+    for first in range(0, len(work), step):
+        part = work[first : first + step]
+        what = f"{len(changed)} files" + (f", deleted {len(gone)}" if gone else "")
+        message = f"import {what} from {folder.name}"
+        if len(part) < len(work):
+            message = f"import {what} from {folder.name} ({first + 1}-{first + len(part)} of {len(work)})"
+        tip = services.repos.repo(slug).view(services.repos.repo(slug).head())
+        changes: list[FileChange] = [
+            _as_changes(tip, texts, [p])[0] if text is not None else Delete(path=p, mode="delete")
+            for p, text in part
+        ]
+        result = writes.submit(services, caller, slug, WriteRequest(files=changes, message=message))
         assert isinstance(result, WriteResult)  # the admin's writes are never proposals
         version = result.version
-    return ImportResult(slug=slug, version=version, files=len(paths), skipped=skipped)
+    return ImportResult(
+        slug=slug,
+        version=version,
+        files=len(changed),
+        skipped=skipped,
+        deleted=len(gone),
+        unchanged=unchanged,
+    )

@@ -93,10 +93,18 @@ class KBInfo(_Out):
 
 
 class ImportResult(_Out):
+    """What an import did: `version` is the new version, or the unchanged head when nothing changed."""
+
     slug: str
     version: str | None
-    files: int
+    files: int  # files added or changed
     skipped: list[str]
+    deleted: int = 0  # files removed from the KB (only with delete=True)
+    unchanged: int = 0  # files the KB already held with the same bytes
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.files or self.deleted)
 
 
 # -- files -----------------------------------------------------------------------------------------
