@@ -437,7 +437,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", dest="version", default=None, help="the version (default: the head)")
 
     p = command(
-        "import", _import, "import a folder's text files as one version (changed files only; --delete mirrors)"
+        "import", _import, "import a folder's text files as one version (changed files; --delete mirrors)"
     )
     p.add_argument("slug", help="the KB (created when missing)")
     p.add_argument("folder", help="the folder to import")
