@@ -54,7 +54,7 @@ def test_desktop_snippets_use_absolute_paths() -> None:
 def test_exit_codes_are_documented_as_they_are() -> None:
     table = _section("Command line")
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)}
-    assert documented == {0, 1, 2, 130}
+    assert documented == {0, 1, 2, 130, 143}
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBSERVER_")}
     run = [sys.executable, "-m", "kbserver.cli"]
     assert subprocess.run([*run, "--help"], capture_output=True, env=env, timeout=60).returncode == 0
