@@ -131,6 +131,10 @@ def test_serve_reports_the_address_once_it_listens(tmp_path: Path) -> None:
         ["import", "kb", "."],
         ["mount", "kb", "out"],
         ["mcp", "--agent", "bob"],
+        ["worker"],
+        ["kb", "list"],
+        ["agent", "list"],
+        ["proposals", "kb"],
     ],
 )
 def test_commands_refuse_a_missing_data_folder(tmp_path: Path, args: list[str]) -> None:
