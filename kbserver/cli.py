@@ -284,9 +284,8 @@ def _reindex(args: argparse.Namespace) -> int:
         slugs = [args.slug] if args.slug else kbs.slugs(services, ADMIN)
         for slug in slugs:
             kb = kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
-            files = kb.file_count
-            sinks = len(services.sinks)  # each sink (index, vectors) counts its files from 0
-            with _progress(f"reindexing {slug}", files * sinks) as bar:
+            # the bar follows the index, which counts every file (the vectors embed only memories/)
+            with _progress(f"reindexing {slug}", kb.file_count) as bar:
                 version = search.reindex(services, ADMIN, slug, _summed(bar))
             print(f"{slug}: index rebuilt at version {version}")
     return 0

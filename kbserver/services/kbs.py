@@ -240,7 +240,10 @@ def import_folder(
     exists = services.repos.exists(slug)
     start: Tree = services.repos.repo(slug).view(services.repos.repo(slug).head()) if exists else _NoFiles()
     changed = [p for p in texts if start.read(p) != texts[p].encode("utf-8")]
-    gone = sorted(p for p, _ in start.walk() if p not in present) if delete and exists else []
+    gone: list[str] = []
+    if delete and exists:
+        head_view = services.repos.repo(slug).view(services.repos.repo(slug).head())
+        gone = sorted(p for p, _ in head_view.walk() if p not in present)
     if changed:  # every rule of a write, for all files at once, before anything is written
         apply(
             start, _as_changes(start, texts, changed), limits.model_copy(update={"max_files": len(changed)})
@@ -259,7 +262,7 @@ def import_folder(
         what = f"{len(changed)} files" + (f", deleted {len(gone)}" if gone else "")
         message = f"import {what} from {folder.name}"
         if len(part) < len(work):
-            message = f"import {what} from {folder.name} ({first + 1}-{first + len(part)} of {len(work)})"
+            message = f"import files {first + 1}-{first + len(part)} of {len(work)} from {folder.name}"
         tip = services.repos.repo(slug).view(services.repos.repo(slug).head())
         changes: list[FileChange] = [
             _as_changes(tip, texts, [p])[0] if text is not None else Delete(path=p, mode="delete")

@@ -83,7 +83,7 @@ class VectorSink:
             with self._pool.lease(delta.slug) as vs:
                 if delta.base is None:
                     files = {c.path: embedded_text(delta.read(c.new_blob)) for c in wanted if c.new_blob}
-                    vs.rebuild(delta.version, files, progress=_progress(delta, len(files)))
+                    vs.rebuild(delta.version, files)  # the index reports a rebuild's progress
                     return
                 upserts: dict[str, str] = {}
                 deletes: list[str] = []
@@ -134,10 +134,3 @@ class VectorSink:
             raise Unavailable(
                 "semantic search of this KB is being rebuilt; try again shortly", slug=slug
             ) from e
-
-
-def _progress(delta: Delta, total: int) -> Callable[[int, int], None] | None:
-    report = delta.progress
-    if report is None:
-        return None
-    return lambda done, _total: report(done)
