@@ -14,7 +14,7 @@ from starlette.testclient import TestClient
 
 from kbserver.app import create_app
 from kbserver.config import Settings
-from kbserver.services import Services
+from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN
 
 METRICS_TOKEN = "test-metrics-token"
@@ -85,7 +85,7 @@ def test_commits_of_other_processes_are_counted(metered: tuple[TestClient, Setti
     )
     assert r.status_code == 200
     counts = _commits(client.get("/metrics", headers=auth).text)
-    services = Services(settings.data)
+    services = open_services(settings.data)
     try:
         on_main = {
             s: len(list(services.repos.repo(s).first_parents(services.repos.repo(s).head() or "")))
