@@ -50,7 +50,11 @@ def make_agent(services: Services, name: str, links: dict[str, str], **kw: objec
 
 
 class LiveServer:
-    """`kbserver serve` in a subprocess on a free loopback port."""
+    """`kbserver serve` in a subprocess on a free loopback port.
+
+    Its output goes to a file beside the data folder, never to a pipe: nobody drains a pipe while
+    the tests run, and a server whose log fills the pipe's 64 KiB blocks in its next log line.
+    """
 
     def __init__(self, data: Path, env: dict[str, str] | None = None) -> None:
         self.data = data
@@ -58,27 +62,30 @@ class LiveServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "KBSERVER_ADMIN_TOKEN": ADMIN_TOKEN, **(env or {})}
         self.proc: subprocess.Popen[bytes] | None = None
+        self.log = data.parent / f"server-{self.port}.log"
 
     def start(self) -> LiveServer:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kbserver.cli",
-                "serve",
-                "--data",
-                str(self.data),
-                "--port",
-                str(self.port),
-            ],
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-        )
+        self.data.parent.mkdir(parents=True, exist_ok=True)
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "kbserver.cli",
+                    "serve",
+                    "--data",
+                    str(self.data),
+                    "--port",
+                    str(self.port),
+                ],
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
+                out = self.log.read_text(errors="replace")
                 raise RuntimeError(f"server exited with {self.proc.returncode}: {out}")
             try:
                 if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
