@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -291,3 +292,32 @@ def test_many_waiters_do_not_stall_other_requests(tmp_path: Path) -> None:
         assert statuses == [200] * 60
     finally:
         server.stop()
+
+
+def test_reindex_swaps_in_a_new_index_while_searches_go_on(services: Services, kb: str) -> None:
+    v = _write(services, kb, "wren.md", "a wren sang in the hedge")
+    assert services.progress.wait_blocking(kb, v, 60)
+    problems: list[object] = []
+    searches = [0]
+    stop = threading.Event()
+
+    def searching() -> None:
+        while not stop.is_set() or searches[0] == 0:
+            searches[0] += 1
+            try:
+                found = search.query(services, ADMIN, kb, "wren")
+                if [h.path for h in found.hits] != ["wren.md"]:
+                    problems.append(found)
+            except Exception as e:
+                problems.append(e)
+
+    reader = threading.Thread(target=searching)
+    reader.start()
+    try:
+        for _ in range(3):
+            assert services.follower.catch_up(kb, rebuild=True) == v
+    finally:
+        stop.set()
+        reader.join(timeout=60)
+    assert problems == [] and searches[0] > 0
+    assert services.progress.covered("index", kb) == v
