@@ -56,7 +56,6 @@ def undo(
         raise ApprovalUnavailable("undo needs read_write; ask an admin to undo this version", slug=slug)
     repo = services.repos.repo(slug)
     target = repo.resolve(version)
-    assert target is not None
     parent = repo.commit_info(target).parent
     changed = repo.changes(parent, target)
     if not changed:
@@ -142,7 +141,6 @@ def mark(services: Services, caller: Caller, slug: str, version: str) -> ReviewS
     _admin(services, caller, slug)
     repo = services.repos.repo(slug)
     target = repo.resolve(version)
-    assert target is not None
     services.control.set_reviewed(slug, target, caller.actor)
     return status(services, caller, slug)
 
@@ -155,7 +153,6 @@ def compare(services: Services, caller: Caller, slug: str, a: str, b: str) -> Ve
     require_read(services, caller, slug)
     repo = services.repos.repo(slug)
     old, new = repo.resolve(a), repo.resolve(b)
-    assert old is not None and new is not None
     changes = repo.changes(old, new)
     return VersionCompare(
         **{"from": info(repo, old)},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 
-from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
+from kbserver.core.errors import Forbidden, InvalidRequest
 from kbserver.core.model import Caller
 from kbserver.core.paths import check_prefix
 from kbserver.services.auth import require_read
@@ -16,7 +16,6 @@ from kbserver.services.models import IndexStatus, SearchHit, SearchResults
 __all__ = [
     "MAX_LIMIT",
     "MAX_WAIT_SECONDS",
-    "on_main",
     "query",
     "reindex",
     "status",
@@ -43,8 +42,8 @@ def query(
 
     Raises NotFound, InvalidRequest, Unavailable.
 
-    Edges that show no total pass `exact_total=False` and save counting every match. `unavailable`
-    means the index was found damaged; the follower rebuilds it from git.
+    `total` is always exact (the index steps every match anyway); `exact_total` is accepted and
+    changes nothing. `unavailable` means the index was found damaged; the follower rebuilds it from git.
     """
     require_read(services, caller, slug)
     if not isinstance(q, str) or (not q.strip() and not filters):
@@ -87,15 +86,6 @@ def _check_timeout(timeout: float) -> None:
         raise InvalidRequest(f"timeout must be between 0 and {MAX_WAIT_SECONDS} seconds", timeout=timeout)
 
 
-def on_main(services: Services, slug: str, version: str) -> str:
-    """`version` checked to be on main. Raises InvalidRequest (malformed), NotFound (unknown, or
-    a commit that is not on main, such as a pending proposal's)."""
-    resolved = services.repos.repo(slug).resolve(version)  # resolve admits versions on main only
-    if resolved is None:
-        raise NotFound(f"version {version} is not a version of KB {slug}", version=version)
-    return resolved
-
-
 def status(
     services: Services, caller: Caller, slug: str, wait_for: str | None = None, timeout: float = 10.0
 ) -> IndexStatus:
@@ -109,7 +99,7 @@ def status(
     _check_timeout(timeout)
     covered = None
     if wait_for is not None:
-        version = on_main(services, slug, wait_for)
+        version = services.repos.repo(slug).resolve(wait_for)  # on main, else NotFound
         covered = services.progress.wait_blocking(slug, version, timeout, [INDEX_SINK])
     return _status(services, slug, covered)
 
@@ -139,7 +129,7 @@ async def wait_for(
 
     def check() -> str:
         require_read(services, caller, slug)
-        return on_main(services, slug, version)
+        return services.repos.repo(slug).resolve(version)  # on main, else NotFound
 
     resolved = await asyncio.to_thread(check)
     return await services.progress.wait(slug, resolved, timeout, sinks)

@@ -90,7 +90,6 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> VersionD
     require_read(services, caller, slug)
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
-    assert resolved is not None
     changes = repo.changes(repo.commit_info(resolved).parent, resolved)  # one tree diff for both
     diff = [DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes]
     return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff)
@@ -108,7 +107,6 @@ def revert(
         raise ApprovalUnavailable("reverts need read_write; ask an admin to revert", slug=slug)
     repo = services.repos.repo(slug)
     target = repo.resolve(version)
-    assert target is not None
     target_view = repo.view(target)
 
     def job(tip: TreeView) -> list[Applied]:

@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, overload
 
 from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
 from dulwich.errors import NotTreeError
@@ -226,8 +226,14 @@ class KBRepo:
     def object(self, sha: bytes) -> ShaFile:
         return self.get(sha)
 
+    @overload
+    def resolve(self, version: str) -> str: ...
+    @overload
+    def resolve(self, version: None) -> str | None: ...
     def resolve(self, version: str | None) -> str | None:
-        """`version` checked to be a version on main, or the head when None.
+        """`version` checked to be a version on main, or the head when None (None: no version yet).
+
+        The one check that a version named in a request is on main: every service resolves here.
 
         Raises InvalidRequest for a malformed id and NotFound for any other commit (a pending
         proposal's included) or an unknown id.
