@@ -22,14 +22,17 @@ __all__ = [
     "Approval",
     "Change",
     "DiffEntry",
+    "EditConflict",
     "ErrorInfo",
     "ExportResult",
     "FileContent",
     "FileEntry",
     "FileList",
+    "FileNow",
     "ImportResult",
     "IndexStatus",
     "KBInfo",
+    "KBOverview",
     "KBSummary",
     "Link",
     "Proposal",
@@ -92,6 +95,20 @@ class KBInfo(_Out):
     limits: Limits
 
 
+class KBOverview(_Out):
+    """One KB of the admin's KB list: its head and the head's time and writer, and what awaits review."""
+
+    slug: str
+    description: str
+    head: str | None
+    time: str | None  # of the head
+    last_writer: str | None  # the head's author
+    file_count: int
+    pending: int  # pending proposals
+    unreviewed: int  # agent writes and approvals after the "reviewed up to" marker (at most 500)
+    unreviewed_more: bool  # there are more than `unreviewed`
+
+
 class ImportResult(_Out):
     """What an import did: `version` is the new version, or the unchanged head when nothing changed."""
 
@@ -150,6 +167,23 @@ class VersionCompare(_Out):
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
     from_: VersionInfo = Field(alias="from")
     to: VersionInfo
+    diff: list[DiffEntry]
+
+
+class FileNow(_Out):
+    """A file as it is at the head."""
+
+    content: str
+    sha256: str
+    version: str | None
+
+
+class EditConflict(_Out):
+    """What a stale edit ran into: the file now (None: deleted), the latest version that changed it,
+    and the diff from the file now to the text that was typed."""
+
+    current: FileNow | None
+    changed_by: VersionInfo | None
     diff: list[DiffEntry]
 
 

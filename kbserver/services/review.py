@@ -12,7 +12,16 @@ from kbserver.services import kbs
 from kbserver.services.auth import require_read, require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
-from kbserver.services.models import DiffEntry, ReviewStatus, VersionCompare, VersionPage
+from kbserver.services.models import (
+    Change,
+    DiffEntry,
+    EditConflict,
+    FileNow,
+    KBOverview,
+    ReviewStatus,
+    VersionCompare,
+    VersionPage,
+)
 from kbserver.services.versions import info
 from kbserver.store import KBRepo, TreeView
 
@@ -199,39 +208,40 @@ def history(
     return VersionPage(versions=found, next_cursor=next_cursor)
 
 
-def overview(services: Services, caller: Caller) -> list[dict[str, object]]:
+def overview(services: Services, caller: Caller) -> list[KBOverview]:
     """Every KB the admin sees, for the KB list: description, head and its time and writer, file
     count, pending proposals and unreviewed agent writes. Raises Forbidden for an agent."""
     if not caller.is_admin:
         raise Forbidden("only the admin sees the overview of every KB")
-    out: list[dict[str, object]] = []
+    out: list[KBOverview] = []
     for kb in kbs.visible(services, caller):
         slug = kb.slug
         repo = services.repos.repo(slug)
         head = repo.head()
         last = info(repo, head) if head else None
         unreviewed = status(services, caller, slug)
-        found = unreviewed.unreviewed
         out.append(
-            {
-                "slug": slug,
-                "description": kb.description,
-                "head": head,
-                "time": last.time if last else None,
-                "last_writer": last.author if last else None,
-                "file_count": repo.file_count(head),
-                "pending": len(services.control.proposals(slug, "pending")),
-                "unreviewed": len(found),
-                "unreviewed_more": unreviewed.more,
-            }
+            KBOverview(
+                slug=slug,
+                description=kb.description,
+                head=head,
+                time=last.time if last else None,
+                last_writer=last.author if last else None,
+                file_count=repo.file_count(head),
+                pending=len(services.control.proposals(slug, "pending")),
+                unreviewed=len(unreviewed.unreviewed),
+                unreviewed_more=unreviewed.more,
+            )
         )
     return out
 
 
-def conflict(services: Services, caller: Caller, slug: str, path: str, typed: str) -> dict[str, object]:
-    """What a stale edit of `path` ran into: `{current: {content, sha256, version} | None, changed_by:
-    the latest version that changed the file, diff: [{path, change, patch}]}` from the current file to
-    the `typed` text. Raises NotFound, InvalidRequest."""
+def conflict(services: Services, caller: Caller, slug: str, path: str, typed: str) -> EditConflict:
+    """What a stale edit of `path` ran into: the file now (None when it was deleted), the latest
+    version that changed it, and the diff from the file now to the `typed` text.
+
+    Raises NotFound, InvalidRequest.
+    """
     require_read(services, caller, slug)
     check_path(path)
     repo = services.repos.repo(slug)
@@ -240,16 +250,11 @@ def conflict(services: Services, caller: Caller, slug: str, path: str, typed: st
     data = view.read(path)
     current = None
     if data is not None:
-        current = {
-            "content": data.decode("utf-8", "replace"),
-            "sha256": sha256_hex(data),
-            "version": head,
-        }
+        current = FileNow(content=data.decode("utf-8", "replace"), sha256=sha256_hex(data), version=head)
     later = _changed_in(repo, view, path)
-    new = typed.encode()
-    change = "added" if data is None else "modified"
-    return {
-        "current": current,
-        "changed_by": info(repo, later).model_dump() if later else None,
-        "diff": [{"path": path, "change": change, "patch": repo.text_patch(path, data, new)}],
-    }
+    change: Change = "added" if data is None else "modified"
+    return EditConflict(
+        current=current,
+        changed_by=info(repo, later) if later else None,
+        diff=[DiffEntry(path=path, change=change, patch=repo.text_patch(path, data, typed.encode()))],
+    )

@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from kbserver.services import agents, kbs
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, attr, call, render, see_other, services_of
+from kbserver.web.page import admin_form, call, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["agents_page", "create", "delete", "link", "rotate", "unlink"]
@@ -19,11 +19,11 @@ async def agents_page(request: Request) -> Response:
     require_admin(request)
     services = services_of(request)
     listing = await call(agents.listing, services, ADMIN)
-    slugs = [attr(kb, "slug") for kb in await call(kbs.visible, services, ADMIN)]
+    slugs = [kb.slug for kb in await call(kbs.visible, services, ADMIN)]
     return render(
         request,
         "agents.html",
-        agents=attr(listing, "agents"),
+        agents=listing.agents,
         slugs=slugs,
         tool_sets=agents.TOOL_SETS,
         permissions=PERMISSIONS,

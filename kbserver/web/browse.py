@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from kbserver.services import files, kbs, review, search, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import attr, call, render, services_of
+from kbserver.web.page import call, render, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["file_page", "files_page", "kb_list", "search_page"]
@@ -49,10 +49,10 @@ async def files_page(request: Request) -> Response:
     slug, services = _slug(request), services_of(request)
     kb = await call(kbs.describe, services, ADMIN, slug)
     listing = await call(files.listing, services, ADMIN, slug)
-    entries = [{"path": attr(f, "path"), "size": attr(f, "size")} for f in attr(listing, "files")]
+    entries = [{"path": f.path, "size": f.size} for f in listing.files]
     readme = None
     if any(e["path"] == "README.md" for e in entries):
-        readme = attr(await call(files.read, services, ADMIN, slug, "README.md"), "content")
+        readme = (await call(files.read, services, ADMIN, slug, "README.md")).content
     return render(request, "files.html", slug=slug, kb=kb, tree=_tree(entries), readme=readme)
 
 
@@ -62,7 +62,7 @@ async def file_page(request: Request) -> Response:
     path = str(request.path_params["path"])
     version = request.query_params.get("version") or None
     found = await call(files.read, services, ADMIN, slug, path, version)
-    head = attr(await call(kbs.describe, services, ADMIN, slug), "head")
+    head = (await call(kbs.describe, services, ADMIN, slug)).head
     history = await call(versions.listing, services, ADMIN, slug, path, 20)
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     return render(
@@ -71,7 +71,7 @@ async def file_page(request: Request) -> Response:
         slug=slug,
         path=path,
         file=found,
-        at_head=attr(found, "version") == head,
+        at_head=found.version == head,
         head=head,
         history=history,
         folder=folder,

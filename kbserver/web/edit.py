@@ -7,10 +7,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core.errors import KBError, Stale
-from kbserver.core.model import Create, Delete, FileChange, Overwrite, WriteRequest
+from kbserver.core.model import Create, Delete, FileChange, Overwrite, WriteRequest, WriteResult
 from kbserver.services import files, kbs, review, writes
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, attr, call, file_url, render, see_other, services_of
+from kbserver.web.page import admin_form, call, file_url, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["delete", "delete_page", "edit_page", "new_page", "publish"]
@@ -29,8 +29,8 @@ async def edit_page(request: Request) -> Response:
         "edit.html",
         slug=slug,
         path=path,
-        content=attr(found, "content"),
-        expected=attr(found, "sha256"),
+        content=found.content,
+        expected=found.sha256,
         new=False,
         message="",
         error=None,
@@ -83,8 +83,9 @@ async def publish(request: Request) -> Response:
     except KBError as err:
         await call(kbs.describe, services, ADMIN, slug)  # an unknown KB is a 404 page, not a form
         return render(request, "edit.html", err.status, **again, new=not expected, error=err)
-    version = getattr(result, "version", None)
-    return see_other(f"/admin/kbs/{slug}/versions/{version}" if version else file_url(slug, path))
+    if isinstance(result, WriteResult):
+        return see_other(f"/admin/kbs/{slug}/versions/{result.version}")
+    return see_other(file_url(slug, path))
 
 
 class _Plain:

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from kbserver.core.errors import InvalidRequest
 from kbserver.services import kbs, review, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import KINDS, admin_form, attr, call, render, see_other, services_of
+from kbserver.web.page import KINDS, admin_form, call, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["compare_form", "revert", "version_page", "versions_page"]
@@ -36,8 +36,8 @@ async def versions_page(request: Request) -> Response:
     )
     filters = {k: v for k, v in (("path", path), ("author", author), ("kind", kind)) if v}
     older = None
-    if attr(page, "next_cursor"):
-        older = f"/admin/kbs/{slug}/versions?" + urlencode({**filters, "cursor": attr(page, "next_cursor")})
+    if page.next_cursor:
+        older = f"/admin/kbs/{slug}/versions?" + urlencode({**filters, "cursor": page.next_cursor})
     return render(
         request,
         "versions.html",
@@ -60,7 +60,7 @@ async def version_page(request: Request) -> Response:
         compared = await call(review.compare, services, ADMIN, slug, a, b)
         return render(request, "compare.html", slug=slug, compared=compared)
     found = await call(versions.get, services, ADMIN, slug, version)
-    head = attr(await call(kbs.describe, services, ADMIN, slug), "head")
+    head = (await call(kbs.describe, services, ADMIN, slug)).head
     return render(request, "version.html", slug=slug, v=found, head=head, error=None)
 
 

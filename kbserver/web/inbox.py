@@ -8,7 +8,7 @@ from starlette.responses import Response
 from kbserver.core.errors import Stale
 from kbserver.services import kbs, review, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, attr, call, render, see_other, services_of
+from kbserver.web.page import admin_form, call, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["SHOWN", "mark_reviewed", "review_page", "undo"]
@@ -25,13 +25,13 @@ async def review_page(request: Request) -> Response:
     slug, services = _slug(request), services_of(request)
     kb = await call(kbs.describe, services, ADMIN, slug)
     status = await call(review.status, services, ADMIN, slug)
-    unreviewed = list(attr(status, "unreviewed"))
+    unreviewed = list(status.unreviewed)
     shown = unreviewed[-SHOWN:]  # the oldest ones first, when there are many
-    writes = [await call(versions.get, services, ADMIN, slug, attr(v, "version")) for v in shown]
+    writes = [await call(versions.get, services, ADMIN, slug, v.version) for v in shown]
     # Mark reviewed moves the marker up to what this page showed: the head it loaded when every
     # unreviewed write is on it (later human edits need no review), else the newest write shown.
-    whole = len(shown) == len(unreviewed) and not attr(status, "more")
-    up_to = attr(kb, "head") if whole else attr(shown[0], "version")
+    whole = len(shown) == len(unreviewed) and not status.more
+    up_to = kb.head if whole else shown[0].version
     return render(
         request,
         "review.html",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
@@ -14,6 +14,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.services import Services
+from kbserver.services.models import DiffEntry
 from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown
 from kbserver.web.session import check_csrf, csrf_token, require_admin
 
@@ -22,7 +23,6 @@ __all__ = [
     "LABELS",
     "MAX_FORM_BYTES",
     "admin_form",
-    "attr",
     "call",
     "file_url",
     "login_form",
@@ -54,13 +54,8 @@ def _short(version: object) -> str:
     return str(version)[:12] if version else "none"
 
 
-def attr(item: Any, name: str) -> Any:
-    """`item.name` of a service result, whether the service answers a dict or a pydantic model."""
-    return item[name] if isinstance(item, dict) else getattr(item, name)
-
-
-def _diff_files(entries: Any) -> list[DiffFile]:
-    return [parse_patch(attr(e, "path"), attr(e, "change"), attr(e, "patch")) for e in entries]
+def _diff_files(entries: Iterable[DiffEntry]) -> list[DiffFile]:
+    return [parse_patch(e.path, e.change, e.patch) for e in entries]
 
 
 def _env() -> Environment:

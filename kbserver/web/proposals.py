@@ -8,7 +8,7 @@ from starlette.responses import Response
 from kbserver.core.errors import KBError
 from kbserver.services import kbs, proposals
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, attr, call, render, see_other, services_of
+from kbserver.web.page import admin_form, call, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["approve", "proposals_page", "reject"]
@@ -22,17 +22,17 @@ async def _page(
     request: Request, status: int = 200, error: KBError | None = None, failed: str = ""
 ) -> Response:
     slug, services = _slug(request), services_of(request)
-    head = attr(await call(kbs.describe, services, ADMIN, slug), "head")
+    head = (await call(kbs.describe, services, ADMIN, slug)).head
     pending = await call(proposals.listing, services, ADMIN, slug, "pending")
     decided = await call(proposals.listing, services, ADMIN, slug, None)
-    recent = [p for p in attr(decided, "proposals") if attr(p, "status") != "pending"][:20]
+    recent = [p for p in decided.proposals if p.status != "pending"][:20]
     return render(
         request,
         "proposals.html",
         status,
         slug=slug,
         head=head,
-        pending=attr(pending, "proposals"),
+        pending=pending.proposals,
         recent=recent,
         error=error,
         failed=failed,
@@ -53,7 +53,7 @@ async def approve(request: Request) -> Response:
         if err.status == 404:
             raise
         return await _page(request, err.status, err, pid)
-    return see_other(f"/admin/kbs/{slug}/versions/{attr(result, 'version')}")
+    return see_other(f"/admin/kbs/{slug}/versions/{result.version}")
 
 
 async def reject(request: Request) -> Response:

@@ -1,0 +1,117 @@
+"""Review at the service layer: the KB overview, what a stale edit ran into, undo and the marker."""
+
+from __future__ import annotations
+
+import pytest
+
+from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, NotFound, Stale
+from kbserver.core.model import WriteRequest, WriteResult
+from kbserver.services import Services, files, review, runs, writes
+from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services.models import EditConflict, KBOverview, ProposalAccepted
+from tests.helpers import git_fsck, make_agent, state
+
+
+def _write(services: Services, slug: str, who: str | None, *changes: dict[str, str]) -> str:
+    caller = caller_for(services, who) if who else ADMIN
+    out = writes.submit(services, caller, slug, WriteRequest.model_validate({"files": list(changes)}))
+    assert isinstance(out, WriteResult)
+    return out.version
+
+
+def test_the_overview_counts_what_awaits_review(services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    make_agent(services, "asker", {kb: "read_write_ask"})
+    _write(services, kb, "bob", {"path": "a.md", "mode": "create", "content": "one\n"})
+    head = _write(services, kb, "bob", {"path": "a.md", "mode": "append", "content": "two\n"})
+    asker = caller_for(services, "asker")
+    run = runs.start(services, asker, interactive=True)
+    change = {"path": "b.md", "mode": "create", "content": "x"}
+    asked = writes.submit(
+        services, asker, kb, WriteRequest.model_validate({"files": [change], "run_id": run.id})
+    )
+    assert isinstance(asked, ProposalAccepted)
+    [row] = review.overview(services, ADMIN)
+    assert isinstance(row, KBOverview)
+    assert (row.slug, row.description, row.head, row.last_writer) == (kb, "Team notes", head, "agent:bob")
+    assert (row.file_count, row.pending, row.unreviewed, row.unreviewed_more) == (2, 1, 2, False)
+    assert row.time is not None and row.time.startswith("20")
+    review.mark(services, ADMIN, kb, head)
+    [after] = review.overview(services, ADMIN)
+    assert (after.unreviewed, after.pending) == (0, 1)
+
+
+def test_only_the_admin_sees_the_overview(services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    with pytest.raises(Forbidden):
+        review.overview(services, caller_for(services, "bob"))
+
+
+def test_a_conflict_shows_the_file_now_who_changed_it_and_the_diff_to_the_typed_text(
+    services: Services, kb: str
+) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    _write(services, kb, None, {"path": "a.md", "mode": "create", "content": "mine\n"})
+    theirs = _write(services, kb, "bob", {"path": "a.md", "mode": "overwrite", "content": "theirs\n"})
+    before = state(services, kb)
+    found = review.conflict(services, ADMIN, kb, "a.md", "typed\n")
+    assert isinstance(found, EditConflict)
+    assert found.current is not None
+    assert (found.current.content, found.current.version) == ("theirs\n", theirs)
+    assert found.current.sha256 == files.read(services, ADMIN, kb, "a.md").sha256
+    assert found.changed_by is not None
+    assert (found.changed_by.version, found.changed_by.author) == (theirs, "agent:bob")
+    [entry] = found.diff
+    assert (entry.path, entry.change) == ("a.md", "modified")
+    assert "-theirs" in entry.patch and "+typed" in entry.patch
+    assert state(services, kb) == before  # looking changes nothing
+
+
+def test_a_conflict_on_a_deleted_file_has_no_current_file(services: Services, kb: str) -> None:
+    _write(services, kb, None, {"path": "a.md", "mode": "create", "content": "x\n"})
+    gone = _write(services, kb, None, {"path": "a.md", "mode": "delete"})
+    found = review.conflict(services, ADMIN, kb, "a.md", "typed\n")
+    assert found.current is None
+    assert found.changed_by is not None and found.changed_by.version == gone
+    assert [(d.path, d.change) for d in found.diff] == [("a.md", "added")]
+
+
+def test_a_conflict_refuses_a_bad_path_and_a_hidden_kb(services: Services, kb: str) -> None:
+    make_agent(services, "stranger", {})
+    with pytest.raises(InvalidRequest):
+        review.conflict(services, ADMIN, kb, "../x.md", "t")
+    with pytest.raises(NotFound):
+        review.conflict(services, caller_for(services, "stranger"), kb, "README.md", "t")
+
+
+def test_undo_puts_the_files_back_and_refuses_what_changed_again(services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    make_agent(services, "asker", {kb: "read_write_ask"})
+    first = _write(services, kb, "bob", {"path": "a.md", "mode": "create", "content": "one\n"})
+    second = _write(services, kb, "bob", {"path": "a.md", "mode": "append", "content": "two\n"})
+    before = state(services, kb)
+    with pytest.raises(Stale) as stale:
+        review.undo(services, ADMIN, kb, first)
+    assert stale.value.details["path"] == "a.md" and stale.value.details["changed_in"] == second
+    with pytest.raises(ApprovalUnavailable):
+        review.undo(services, caller_for(services, "asker"), kb, second)
+    assert state(services, kb) == before
+    undone = review.undo(services, caller_for(services, "bob"), kb, second)
+    assert files.read(services, ADMIN, kb, "a.md").content == "one\n"
+    assert services.repos.repo(kb).commit_info(undone.version).trailers["Kb-Undo"] == second
+    git_fsck(services.repos.path(kb))
+
+
+def test_the_marker_is_the_admins_and_moves_to_any_version_on_main(services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    first = _write(services, kb, "bob", {"path": "a.md", "mode": "create", "content": "one\n"})
+    second = _write(services, kb, "bob", {"path": "b.md", "mode": "create", "content": "two\n"})
+    assert [v.version for v in review.status(services, ADMIN, kb).unreviewed] == [second, first]
+    assert review.mark(services, ADMIN, kb, second).unreviewed == []
+    back = review.mark(services, ADMIN, kb, first)  # backwards too
+    assert (back.reviewed, [v.version for v in back.unreviewed]) == (first, [second])
+    with pytest.raises(Forbidden):
+        review.mark(services, caller_for(services, "bob"), kb, second)
+    with pytest.raises(NotFound):
+        review.mark(services, ADMIN, kb, "0" * 40)
+    assert review.status(services, ADMIN, kb).reviewed == first
