@@ -18,6 +18,7 @@ from whoosh.reading import SegmentReader
 
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
+from kbserver.index.names import install as _install_names
 from kbserver.index.query import parse_query
 from kbserver.index.reader import open_searcher, refresh_searcher
 from kbserver.index.schema import DIRS, FIELDS, FILTER_PREFIX, FORMAT, META_PATH, PATH, SHA, make_schema
@@ -25,6 +26,9 @@ from kbserver.index.snippet import make_snippet
 from kbserver.index.storage import Folder, IndexCorrupt
 
 __all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult"]
+
+# Segment and temp-file names must not come from the global `random` (see kbserver.index.names).
+_install_names()
 
 _PROGRESS_EVERY = 500
 _FILTER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
