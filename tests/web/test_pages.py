@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 
+import pytest
 from starlette.applications import Starlette
 from starlette.routing import Mount
 from starlette.testclient import TestClient
@@ -14,6 +15,7 @@ from kbserver.core.model import Create, Overwrite, WriteRequest
 from kbserver.services import Services, writes
 from kbserver.services.auth import caller_for
 from kbserver.web import admin_app
+from kbserver.web import session as web_session
 from kbserver.web.inbox import SHOWN
 from tests.helpers import ADMIN_TOKEN, make_agent, state
 from tests.web.session import csrf_of, log_in
@@ -259,14 +261,31 @@ def test_a_human_edit_through_the_form(web: tuple[TestClient, str], services: Se
     assert "by hand" in r.text and state(services, kb) == before
 
 
-def test_a_session_expires(settings: Settings, services: Services, kb: str) -> None:
-    app = Starlette(routes=[Mount("/admin", app=admin_app(services, ADMIN_TOKEN, session_seconds=3))])
+def test_a_session_expires(
+    settings: Settings, services: Services, kb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The session's own clock is moved instead of sleeping: a real wait against a lifetime of a few
+    # seconds failed on a loaded machine (the first request took longer than the lifetime). The
+    # signed cookie's max_age (an hour, real time) does not run out while the test runs.
+    class Clock:
+        now = time.time()
+
+        def time(self) -> float:
+            return self.now
+
+    clock = Clock()
+    monkeypatch.setattr(web_session, "time", clock)
+    app = Starlette(routes=[Mount("/admin", app=admin_app(services, ADMIN_TOKEN, session_seconds=3600))])
     with TestClient(app) as client:
         log_in(client)
         assert client.get("/admin/kbs/notes", follow_redirects=False).status_code == 200
-        time.sleep(4.1)  # past the session's lifetime (the signed cookie counts whole seconds)
+        clock.now += 3599
+        assert client.get("/admin/kbs/notes", follow_redirects=False).status_code == 200
+        clock.now += 2  # past the session's lifetime
         r = client.get("/admin/kbs/notes", follow_redirects=False)
         assert r.status_code == 303 and r.headers["location"] == "/admin/login?next=/admin/kbs/notes"
+        log_in(client)  # a new login starts a new lifetime from the clock's now
+        assert client.get("/admin/kbs/notes", follow_redirects=False).status_code == 200
 
 
 def test_a_long_review_goes_page_by_page(
