@@ -17,6 +17,7 @@ from typing import Any
 
 from whoosh import query as q
 
+from kbserver.core.words import CJK_FUNCTION_CHARS, QUESTION_WORDS
 from kbserver.index.analysis import TEXT_ANALYZER, is_cjk
 from kbserver.index.schema import CHARS, SEARCH_FIELDS
 
@@ -26,20 +27,9 @@ __all__ = ["CJK_FUNCTION_CHARS", "QUERY_STOP_WORDS", "ParsedQuery", "parse_query
 _CHUNK = re.compile(r'(?P<neg>-?)"(?P<phrase>[^"]*)(?:"|\Z)|(?P<word>[^\s"]+)')
 _MAX_TOKENS = 64  # a pasted paragraph is still one cheap query
 
-# Words of questions that say nothing about what is asked for. They are still indexed (the index
-# drops only Whoosh's short list), so a query made only of them, like "The Who", still finds files.
-_QUESTION_WORDS = """
-what which who whom whose where when why how whats wheres whos hows
-do does did doing done was were been being has had having am
-i me my mine myself he him his she her hers they them their theirs our ours its
-there here about any some all would should could might must shall so than then too very just
-also ever please tell know remember recall anything something thing things
-什么 怎么 怎样 为什 哪里 哪儿 哪个 哪些 谁 吗 呢 吧 啊 么 的 了 是 我 你 他 她 它
-s t d m ll re ve
-"""
-QUERY_STOP_WORDS: frozenset[str] = frozenset(
-    t.text for word in _QUESTION_WORDS.split() for t in TEXT_ANALYZER(word)
-)
+# Question words are still indexed (the index drops only Whoosh's short list), so a query made only
+# of them, like "The Who", still finds files.
+QUERY_STOP_WORDS: frozenset[str] = frozenset(t.text for word in QUESTION_WORDS for t in TEXT_ANALYZER(word))
 
 
 @dataclass(frozen=True)
@@ -120,11 +110,6 @@ def _clauses(text: str) -> list[_Clause]:
         if budget <= 0:
             break
     return clauses
-
-
-# Chinese function characters: a question's bigram holding one ("么车" of "什么车") keeps only its
-# other character, searched on its own, so the topic word next to a question word is not lost.
-CJK_FUNCTION_CHARS: frozenset[str] = frozenset("的了吗呢吧啊么什哪谁怎是我你您")
 
 
 def _question_token(token: str) -> list[str]:
