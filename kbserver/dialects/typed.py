@@ -36,13 +36,13 @@ from kbserver.dialects.typed_records import (
     one_line,
     parse_day,
     parse_record,
+    query_words,
     record_ids,
     record_key,
     record_path,
     render_day,
     render_record,
     score,
-    terms,
 )
 
 __all__ = ["TOOLS", "archive_day", "forget_memory", "get_memory", "query_index", "recall_raw", "save_memory"]
@@ -325,7 +325,7 @@ def query_index(
     kinds = [_type(t) for t in types] if types else list(RECORD_TYPES)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
-    words = terms(query) if isinstance(query, str) else []
+    words = query_words(query) if isinstance(query, str) else []
     if not words:
         raise InvalidRequest("query must hold at least one word to look for", query=query)
     slug = call.kb(kb)
@@ -443,7 +443,7 @@ def recall_raw(
     kb: str | None = None,
 ) -> dict[str, object]:
     """Archived days matching `query` and/or within [startDate, endDate]: best match (or newest) first."""
-    words = terms(query) if query else []
+    words = query_words(query) if query else []
     if query is not None and query.strip() and not words:
         raise InvalidRequest("query must hold at least one word to look for", query=query)
     start = check_date(startDate, "startDate") if startDate is not None else None

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.paths import check_path
+from kbserver.core.words import CJK_FUNCTION_CHARS, COMMON_WORDS, QUESTION_WORDS
 
 __all__ = [
     "COMPILED",
@@ -32,6 +33,7 @@ __all__ = [
     "merge_day",
     "parse_day",
     "parse_record",
+    "query_words",
     "record_path",
     "render_day",
     "render_record",
@@ -299,10 +301,58 @@ def terms(query: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def query_words(query: str) -> list[str]:
+    """The words `query_index` and `recall_raw` look for: the query's terms without question words and
+    common words ("what", "is", "my", the "s" of "sister's", 什么) unless that leaves none; a CJK
+    bigram holding a function character ("么车" of "什么车") keeps only its other character."""
+    every = terms(query)
+    kept: list[str] = []
+    for word in every:
+        if word in QUESTION_WORDS or word in COMMON_WORDS:
+            continue
+        if len(word) == 2 and _is_cjk(word) and not CJK_FUNCTION_CHARS.isdisjoint(word):
+            kept.extend(ch for ch in word if ch not in CJK_FUNCTION_CHARS)
+        else:
+            kept.append(word)
+    return list(dict.fromkeys(kept)) or every
+
+
+def _is_cjk(word: str) -> bool:
+    return re.match(rf"[{_CJK}]", word) is not None
+
+
+def _fold(word: str) -> str:
+    """A latin word without a plural s, so "birthdays" finds "birthday" and "meetings" "meeting"."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+
+
+class _Words:
+    """A text as its latin words (folded, counted) and its CJK runs (searched as substrings)."""
+
+    def __init__(self, text: str) -> None:
+        folded = unicodedata.normalize("NFC", text).casefold()
+        self.counts: dict[str, int] = {}
+        cjk: list[str] = []
+        for m in _TERM.finditer(folded):
+            word = m.group()
+            if _is_cjk(word):
+                cjk.append(word)
+            else:
+                key = _fold(word)
+                self.counts[key] = self.counts.get(key, 0) + 1
+        self.cjk = " ".join(cjk)
+
+    def count(self, word: str) -> int:
+        return self.cjk.count(word) if _is_cjk(word) else self.counts.get(_fold(word), 0)
+
+
 def score(words: Sequence[str], *texts: str, boost: Sequence[str] = ()) -> float:
-    """How well `texts` match `words` (0 when no word occurs); words in `boost` texts count double."""
-    body = unicodedata.normalize("NFC", " ".join(texts)).casefold()
-    strong = unicodedata.normalize("NFC", " ".join(boost)).casefold()
+    """How well `texts` match `words` (0 when no word occurs); words in `boost` texts count double.
+
+    A latin word matches whole words only ("tea" is not in "team"; a plural s is ignored); a CJK
+    term (a bigram or one character) matches anywhere in a CJK run, as CJK has no word breaks.
+    """
+    body, strong = _Words(" ".join(texts)), _Words(" ".join(boost))
     total = 0.0
     for word in words:
         total += min(body.count(word), 5) + 2 * min(strong.count(word), 2)
