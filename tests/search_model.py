@@ -25,6 +25,24 @@ EN = (
 ZH = "咖啡 美式 绿茶 会议 周一 提交 信息 花园 生日 医生 旅行 什么 茶 我 吗".split()
 FOLDERS = ("", "notes/", "notes/deep/", "work/", "日记/", "a/")
 JUNK = ("(", ")", "*", ":", "?", "!", "\\", "&&", "||", "~", "^", "[", "]", ",", ".", "-", "+", "'")
+# Punctuation a person glues to a word: "coffee?", "Alice's", "cof*", "title:garden", "咖啡？".
+GLUE_AFTER = ("?", "!", ",", ".", "'s", ":", "*", "~", "^2", ")", "...", "？", "，", "。", "!?", "/")
+GLUE_BEFORE = ("(", "title:", "tags:", "path:", "*", "~", "“", "¿")
+# Whole questions as people type them (no operators: their words are ORed), English, Chinese, mixed.
+QUESTIONS = (
+    "What did my sister say about coffee?",
+    "When is the doctor's appointment, on Monday?",
+    "Did I deploy the python budget on monday??",
+    "what's the river like in Paris...",
+    "Who is the sister with the camera?",
+    "我的咖啡是什么？",
+    "周一的会议在哪里？",
+    "什么 绿茶?",
+    "Which 咖啡 did we drink at the meeting?",
+    "python的花园 garden",
+    "The Who",
+    "what did my",
+)
 PREFIXES = (None, "", "notes", "notes/", "notes/deep/", "work/", "日记/", "日", "a", "zzz/", "no")
 
 
@@ -41,7 +59,7 @@ def make_corpus(rng: random.Random, kind: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Item:
-    kind: str  # word, phrase, open (unclosed phrase, last), neg, not, or, and, junk
+    kind: str  # word, phrase, open (unclosed phrase, last), neg, not, or, and, junk, glued, question
     text: str
 
 
@@ -61,6 +79,9 @@ def render(items: list[Item]) -> str:
     return " ".join(parts)
 
 
+_KINDS = ("word", "word", "word", "phrase", "neg", "not", "or", "and", "junk", "glued", "question")
+
+
 @st.composite
 def queries(draw: st.DrawFn, docs: dict[str, str]) -> list[Item]:
     """Words, phrases and junk drawn from the corpus (and from outside it)."""
@@ -74,8 +95,15 @@ def queries(draw: st.DrawFn, docs: dict[str, str]) -> list[Item]:
 
     items: list[Item] = []
     for _ in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["word", "word", "word", "phrase", "neg", "not", "or", "and", "junk"]))
-        if kind == "junk":
+        kind = draw(st.sampled_from(_KINDS))
+        if kind == "glued":
+            word = draw(st.sampled_from(pool))
+            before = draw(st.sampled_from(("", *GLUE_BEFORE)))
+            after = draw(st.sampled_from(("", *GLUE_AFTER)))
+            items.append(Item("glued", before + word + after))
+        elif kind == "question":
+            items.append(Item("question", draw(st.sampled_from(QUESTIONS))))
+        elif kind == "junk":
             items.append(Item("junk", draw(st.sampled_from(JUNK))))
         elif kind in ("or", "and"):
             items.append(Item(kind, ""))
@@ -110,7 +138,7 @@ def expected(docs: dict[str, str], items: list[Item], prefix: str | None) -> Exp
         tokens = tuple(terms(it.text)) if it.text else ()
         if not tokens:
             continue
-        if it.kind == "word":
+        if it.kind in ("word", "glued", "question"):
             unquoted.extend(tokens)
         elif it.kind in ("phrase", "open"):
             phrases.append(tokens)
