@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -118,6 +119,35 @@ def test_serve_reports_the_address_once_it_listens(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, -signal.SIGTERM)])
+def test_serve_exits_with_the_readme_s_codes(tmp_path: Path, signum: int, code: int) -> None:
+    """README's exit codes: Ctrl-C is 130; SIGTERM (docker stop) ends the process by that signal after a
+    clean shutdown, which a shell and docker report as 128 + 15 = 143."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KBSERVER_")}
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "kbserver.cli", "serve", "--data", str(tmp_path / "d"), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            env={**env, "KBSERVER_ADMIN_TOKEN": ADMIN_TOKEN, "KBSERVER_SAMPLE": "false"},
+        )
+    try:
+        assert proc.stdout is not None
+        url = re.match(r"kbserver \S+ on (http://\S+)$", proc.stdout.readline().strip())
+        assert url, log.read_text()
+        assert httpx.get(url.group(1) + "/healthz", timeout=30).status_code == 200
+        proc.send_signal(signum)
+        assert proc.wait(timeout=60) == code, log.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    assert "Traceback" not in log.read_text()
 
 
 @pytest.mark.parametrize(
