@@ -30,10 +30,11 @@ MAX_SEGMENT_BYTES = 255  # the name limit of ext4, NTFS, APFS (git clone fails p
 
 # The part of the rules a JSON Schema can state (published in /openapi.json): no control, format
 # or separator characters, no leading `/`, no empty segment, no segment ending in `.` or a space
-# (so no `.` or `..` either). `check_path` enforces all of it and the rest (lengths in bytes,
-# device names, git's names).
+# (so no `.` or `..` either), no segment over 255 characters (a schema counts characters, the rule
+# counts UTF-8 bytes: the bound is the rule's where every character is one byte). `check_path`
+# enforces all of it and the rest (lengths in bytes, device names, git's names).
 _BAD_CHARS = r"\\\u0000-\u001f\u007f-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff"
-_SEGMENT = f"[^/{_BAD_CHARS}]*[^/. {_BAD_CHARS}]"
+_SEGMENT = f"[^/{_BAD_CHARS}]{{0,{MAX_SEGMENT_BYTES - 1}}}[^/. {_BAD_CHARS}]"
 PATH_PATTERN = f"^{_SEGMENT}(?:/{_SEGMENT})*$"
 
 # Code points that HFS+ ignores when comparing names, so ".g\u200cit" is ".git" there. (All are

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 from kbserver.changes import apply
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Create, Limits
+from kbserver.core.paths import MAX_SEGMENT_BYTES, PATH_PATTERN, check_path
 
 Make = Callable[..., Any]
 
@@ -161,3 +163,18 @@ def test_a_bad_path_later_in_the_call_rejects_it_all(tree: Make, change: Make) -
     with pytest.raises(InvalidRequest) as info:
         apply(tree(), files, Limits())
     assert info.value.details == {"path": ".GIT/x"}
+
+
+@pytest.mark.parametrize("size", [1, 254, 255, 256, 700])
+@pytest.mark.parametrize("where", ["{s}", "notes/{s}", "{s}/a.md"])
+def test_the_published_pattern_bounds_a_segment_as_the_rule_does(size: int, where: str) -> None:
+    """`/openapi.json` states the 255-byte segment limit for one-byte characters, so a
+    schema-valid path is never refused for its length (schemathesis found the gap)."""
+    path = where.format(s="a" * size)
+    admitted = re.fullmatch(PATH_PATTERN, path) is not None
+    assert admitted == (size <= MAX_SEGMENT_BYTES)
+    if admitted:
+        assert check_path(path) == path
+    else:
+        with pytest.raises(InvalidRequest, match="at most 255"):
+            check_path(path)
