@@ -1,4 +1,5 @@
-"""Control plane: agents, token hashes, links, KB metadata, runs, proposals and idempotency keys.
+"""Control plane: agents, token hashes, links, KB metadata, runs, proposals, idempotency keys and
+the retrieval counters of memories.
 
 `ControlStore` is the protocol services use; `SqliteControlStore` implements it in one SQLite file
 (WAL). Sits beside store and index: imports only kbserver.core. Tokens are never stored in clear.
@@ -9,6 +10,7 @@ from kbserver.control.rows import (
     AgentRow,
     IdempotencyRow,
     KBRow,
+    MemoryAccessRow,
     ProposalRow,
     ProposalStatus,
     RunRow,
@@ -23,6 +25,7 @@ __all__ = [
     "ControlStore",
     "IdempotencyRow",
     "KBRow",
+    "MemoryAccessRow",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",

@@ -116,6 +116,20 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        5,  # retrieval counters and reinforced importance of `semantic` memories (reads make no version)
+        (
+            """CREATE TABLE memory_access (
+                slug TEXT NOT NULL,
+                id TEXT NOT NULL,
+                access_count INTEGER NOT NULL DEFAULT 0,
+                last_accessed REAL,
+                importance REAL NOT NULL,
+                base REAL NOT NULL,
+                PRIMARY KEY (slug, id)
+            )""",
+        ),
+    ),
 )
 
 

@@ -13,6 +13,7 @@ __all__ = [
     "AgentRow",
     "IdempotencyRow",
     "KBRow",
+    "MemoryAccessRow",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",
@@ -86,3 +87,19 @@ class IdempotencyRow:
     created: float
     status: int | None
     result: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class MemoryAccessRow:
+    """How often a memory of the `semantic` set was retrieved, when last, and its effective importance.
+
+    `importance` is the importance reinforced by use; `base` is the importance of the memory's file it
+    was derived from, so a changed file (a new importance, a revert) starts again from the file's.
+    """
+
+    slug: str
+    id: str
+    access_count: int
+    last_accessed: float | None
+    importance: float
+    base: float

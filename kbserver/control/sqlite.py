@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import cast
@@ -16,6 +16,7 @@ from kbserver.control.rows import (
     AgentRow,
     IdempotencyRow,
     KBRow,
+    MemoryAccessRow,
     ProposalRow,
     ProposalStatus,
     RunRow,
@@ -296,6 +297,55 @@ class SqliteControlStore:
                 " reviewed_by = excluded.reviewed_by, reviewed = excluded.reviewed",
                 (slug, version, by, time.time()),
             )
+
+    # -- retrievals of memories ---------------------------------------------------------------------
+    def memory_access(self, slug: str, ids: Sequence[str]) -> dict[str, MemoryAccessRow]:
+        found: dict[str, MemoryAccessRow] = {}
+        wanted = list(dict.fromkeys(ids))
+        for start in range(0, len(wanted), 500):  # SQLite caps the number of parameters
+            chunk = wanted[start : start + 500]
+            rows = self._db().execute(
+                f"SELECT * FROM memory_access WHERE slug = ? AND id IN ({','.join('?' * len(chunk))})",
+                (slug, *chunk),
+            )
+            found.update((r["id"], _access(r)) for r in rows)
+        return found
+
+    def record_memory_access(
+        self, slug: str, retrieved: Mapping[str, float], now: float, keep: float
+    ) -> dict[str, MemoryAccessRow]:
+        with self._tx() as db:
+            for memory_id, base in retrieved.items():
+                # The stored importance counts only while it was derived from the same file importance.
+                db.execute(
+                    "INSERT INTO memory_access (slug, id, access_count, last_accessed, importance, base)"
+                    " VALUES (?, ?, 1, ?, ? * ? + (1 - ?), ?)"
+                    " ON CONFLICT(slug, id) DO UPDATE SET access_count = access_count + 1,"
+                    " last_accessed = excluded.last_accessed,"
+                    " importance = CASE WHEN abs(base - excluded.base) < 1e-9 THEN importance ELSE"
+                    " excluded.base END * ? + (1 - ?), base = excluded.base",
+                    (slug, memory_id, now, base, keep, keep, base, keep, keep),
+                )
+        return self.memory_access(slug, list(retrieved))
+
+    def set_memory_importance(self, slug: str, memory_id: str, importance: float) -> None:
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO memory_access (slug, id, importance, base) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT(slug, id) DO UPDATE SET importance = excluded.importance, base = excluded.base",
+                (slug, memory_id, importance, importance),
+            )
+
+
+def _access(row: sqlite3.Row) -> MemoryAccessRow:
+    return MemoryAccessRow(
+        slug=row["slug"],
+        id=row["id"],
+        access_count=int(row["access_count"]),
+        last_accessed=row["last_accessed"],
+        importance=float(row["importance"]),
+        base=float(row["base"]),
+    )
 
 
 def _kb(row: sqlite3.Row) -> KBRow:

@@ -8,16 +8,17 @@ not in that state, so two processes can never both win.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from kbserver.control.rows import AgentRow, IdempotencyRow, KBRow, ProposalRow, RunRow
+from kbserver.control.rows import AgentRow, IdempotencyRow, KBRow, MemoryAccessRow, ProposalRow, RunRow
 from kbserver.core.model import Permission
 
 __all__ = ["ControlStore"]
 
 
 class ControlStore(Protocol):
-    """Agents, token hashes, links, KB metadata, runs, proposals and idempotency keys."""
+    """Agents, token hashes, links, KB metadata, runs, proposals, idempotency keys, memory retrievals."""
 
     def close(self) -> None: ...
 
@@ -108,4 +109,25 @@ class ControlStore(Protocol):
 
     def release_key(self, caller: str, slug: str, key: str) -> None:
         """Free `key` again (the write it reserved changed nothing)."""
+        ...
+
+    # -- retrievals of memories (the `semantic` set): counted here, never in git
+    def memory_access(self, slug: str, ids: Sequence[str]) -> dict[str, MemoryAccessRow]:
+        """The rows of the memories `ids` of `slug` that were ever retrieved (or given an importance)."""
+        ...
+
+    def record_memory_access(
+        self, slug: str, retrieved: Mapping[str, float], now: float, keep: float
+    ) -> dict[str, MemoryAccessRow]:
+        """Count one retrieval of each memory in `retrieved` (id -> the importance in its file) at `now`.
+
+        In one transaction per call, so concurrent retrievals in several processes all count: the
+        access count grows by one, `last_accessed` becomes `now`, and the importance moves toward 1 as
+        `keep * s + (1 - keep)`, where `s` is the stored importance, or the file's when the row was
+        derived from another file importance (a new importance, a revert). Returns the new rows.
+        """
+        ...
+
+    def set_memory_importance(self, slug: str, memory_id: str, importance: float) -> None:
+        """Start the memory's effective importance again from `importance` (its file's new one)."""
         ...

@@ -170,3 +170,45 @@ def test_the_review_marker_moves(store: ControlStore, open_store: OpenStore) -> 
     store.set_reviewed("kb", "b" * 40, "admin")  # a second review replaces the first
     assert store.reviewed("kb") == "b" * 40 and store.reviewed("other") is None
     assert open_store().reviewed("kb") == "b" * 40  # kept in the database
+
+
+def test_memory_retrievals_count_and_reinforce_importance(store: ControlStore, open_store: OpenStore) -> None:
+    assert store.memory_access("kb", ["m1", "m2"]) == {}
+    first = store.record_memory_access("kb", {"m1": 0.5}, 1000.0, 0.95)
+    assert first["m1"].access_count == 1 and first["m1"].last_accessed == 1000.0
+    assert abs(first["m1"].importance - (0.95 * 0.5 + 0.05)) < 1e-9 and first["m1"].base == 0.5
+    again = open_store().record_memory_access(
+        "kb", {"m1": 0.5, "m2": 0.2}, 2000.0, 0.95
+    )  # another connection
+    assert again["m1"].access_count == 2 and again["m1"].last_accessed == 2000.0
+    assert abs(again["m1"].importance - (0.95 * (0.95 * 0.5 + 0.05) + 0.05)) < 1e-9
+    assert again["m2"].access_count == 1 and abs(again["m2"].importance - 0.24) < 1e-9
+    assert set(store.memory_access("kb", ["m1", "m2", "m3"])) == {"m1", "m2"}
+    assert store.memory_access("other", ["m1"]) == {}  # per KB
+    # the file's importance changed (a new importance, a revert): reinforcement starts from it again
+    moved = store.record_memory_access("kb", {"m1": 0.1}, 3000.0, 0.95)
+    assert moved["m1"].access_count == 3 and abs(moved["m1"].importance - (0.95 * 0.1 + 0.05)) < 1e-9
+    store.set_memory_importance("kb", "m1", 0.8)
+    store.set_memory_importance("kb", "m9", 0.3)  # never retrieved: no count, no time
+    rows = store.memory_access("kb", ["m1", "m9"])
+    assert (rows["m1"].importance, rows["m1"].base, rows["m1"].access_count) == (0.8, 0.8, 3)
+    assert (rows["m9"].access_count, rows["m9"].last_accessed, rows["m9"].importance) == (0, None, 0.3)
+
+
+def test_concurrent_retrievals_all_count(open_store: OpenStore) -> None:
+    stores = [open_store() for _ in range(4)]
+
+    def retrieve(s: ControlStore) -> None:
+        for n in range(10):
+            s.record_memory_access("kb", {"m1": 0.5}, float(n), 0.95)
+
+    threads = [threading.Thread(target=retrieve, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    row = open_store().memory_access("kb", ["m1"])["m1"]
+    expected = 0.5
+    for _ in range(40):
+        expected = 0.95 * expected + 0.05
+    assert row.access_count == 40 and abs(row.importance - expected) < 1e-9
