@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kbserver.core.model import Caller
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.vectors import VectorHit
 
-__all__ = ["enabled", "search"]
+__all__ = ["enabled", "search", "similarities"]
 
 
 def enabled(services: Services) -> bool:
@@ -34,3 +34,22 @@ def search(
         return []
     hits, _version = services.vectors.search(slug, query, limit=limit, prefix=prefix, allow=allow)
     return hits
+
+
+def similarities(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    text: str,
+    others: Sequence[str],
+    *,
+    as_query: bool,
+    embed_limit: int = 32,
+) -> list[float | None] | None:
+    """The cosine similarity of `text` (`as_query`: a search query; else a stored text) to each of
+    `others`, in order: None for one that has no vector yet beyond `embed_limit` embedded on the spot,
+    and None as a whole without an embedder. Raises NotFound, Unavailable."""
+    require_read(services, caller, slug)
+    if services.vectors is None:
+        return None
+    return services.vectors.similarities(slug, text, others, as_query=as_query, embed_limit=embed_limit)

@@ -17,7 +17,7 @@ from pathlib import Path
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
 from kbserver.services.follower import Delta, SinkDamaged
-from kbserver.vectors import Embedder, VectorHit, VectorStore
+from kbserver.vectors import Embedder, PassageCache, VectorHit, VectorStore, content_digest, similarities
 
 __all__ = ["VECTOR_SINK", "VectorSink", "embedded_text"]
 
@@ -57,6 +57,7 @@ class VectorSink:
         self._pool = (pool if pool is not None else LeasePool(1 << 62)).kind(
             "vectors", self._open, VectorStore.close, VectorStore.weight
         )
+        self._passages = PassageCache()  # embedded on a request's path (never written to the folder)
         # Set by the composition: told when a reader finds a folder damaged.
         self.on_damaged: Callable[[str, str], None] = lambda _sink, _slug: None
 
@@ -134,3 +135,32 @@ class VectorSink:
             raise Unavailable(
                 "semantic search of this KB is being rebuilt; try again shortly", slug=slug
             ) from e
+
+    def similarities(
+        self, slug: str, text: str, others: Sequence[str], *, as_query: bool, embed_limit: int = 32
+    ) -> list[float | None]:
+        """The cosine similarity of `text` (a query, or a passage) to each of `others`, in order.
+
+        Vectors the follower made for `slug` are used; up to `embed_limit` others without one are
+        embedded here (kept in memory only); the rest answer None. Raises Unavailable (damaged folder).
+        """
+        known = {}
+        if (self._folder / slug / "vectors.db").exists():
+            try:
+                with self._pool.lease(slug) as vs:
+                    known = vs.cached([content_digest(o) for o in others])
+            except sqlite3.DatabaseError as e:
+                self._pool.drop(slug)
+                self.on_damaged(self.name, slug)
+                raise Unavailable(
+                    "semantic search of this KB is being rebuilt; try again shortly", slug=slug
+                ) from e
+        return similarities(
+            self.embedder,
+            self._passages,
+            text,
+            others,
+            as_query=as_query,
+            known=known,
+            embed_limit=embed_limit,
+        )

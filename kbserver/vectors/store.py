@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -210,6 +210,22 @@ class VectorStore:
         ]
         ranked = sorted(keep, key=lambda i: (-float(scores[i]), paths[i]))[:limit]
         return [VectorHit(paths[i], float(scores[i])) for i in ranked]
+
+    def cached(self, digests: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """The vectors this folder holds for the contents whose sha256 are `digests` (under any path,
+        also contents embedded for a version since left behind); the others are missing."""
+        wanted = list(dict.fromkeys(digests))
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        dim = self.embedder.dim
+        with self._lock:
+            for chunk in _chunks(wanted, 500):
+                rows = self._db.execute(
+                    f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
+                )
+                for digest, vector in rows:
+                    if len(vector) == 4 * dim:
+                        found[str(digest)] = np.frombuffer(vector, dtype="<f4")
+        return found
 
     def weight(self) -> int:
         """Bytes this open folder holds in memory (its matrix, SQLite's page cache): for a pool's budget."""
