@@ -28,6 +28,7 @@ from kbserver.mcp.dialect_schemas import (
     SaveOutput,
 )
 from kbserver.mcp.errors import KBTool, ok_result
+from kbserver.mcp.semantic_tools import semantic_tools
 from kbserver.mcp.tools import TOOL_NAMES
 from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES
 from kbserver.services.toolsets import TOOL_SETS, tools_of
@@ -442,7 +443,13 @@ def memory_tools(binding: "Binding") -> list[Tool]:
 
 def dialect_tools(binding: "Binding") -> list[Tool]:
     """Every dialect tool, bound to `binding`; the session middleware shows each caller its own sets."""
-    tools = [*auto_tools(binding), *memory_tools(binding), *memory_tool_tools(binding), *typed_tools(binding)]
+    tools = [
+        *auto_tools(binding),
+        *memory_tools(binding),
+        *memory_tool_tools(binding),
+        *semantic_tools(binding),
+        *typed_tools(binding),
+    ]
     _check_registry(t.name for t in tools)
     return tools
 

@@ -24,7 +24,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 
 from kbserver.core.errors import Forbidden, KBError, NotFound
 from kbserver.core.model import Caller
-from kbserver.dialects import auto
+from kbserver.dialects import auto, semantic
 from kbserver.mcp.binding import RUN_KEY, Binding, RunInfo, connection_of
 from kbserver.mcp.dialects import allowed_tools
 from kbserver.mcp.errors import error_result
@@ -117,6 +117,10 @@ class SessionMiddleware:
             memory = await anyio.to_thread.run_sync(auto.instructions, self.binding.services, caller)
             if memory:
                 extra.append(memory)
+        if "semantic" in caller.tools:
+            due = await anyio.to_thread.run_sync(semantic.instructions, self.binding.services, caller)
+            if due:
+                extra.append(due)
         result["instructions"] = instructions(caller, reachable, pinned, extra)
         return result
 

@@ -1,8 +1,7 @@
 """The registry of tool sets: each set's name and the names of its tools (CONTRACT.md §5).
 
 `kbserver agent create --tools` and `POST /agents` accept exactly the names registered here; an
-agent sees and may call the tools of its sets only. A name with no tools yet (`memory`, `semantic`:
-issue 12) is registered so that agents can already be given it.
+agent sees and may call the tools of its sets only.
 
 How a dialect registers its tool set:
 1. Add `"NAME": ("tool_a", "tool_b")` to `TOOL_SETS` below (the tool names are the contract's).
@@ -32,7 +31,13 @@ CONTEXT_TOOLS = (
 TOOL_SETS: dict[str, tuple[str, ...]] = {
     "context": CONTEXT_TOOLS,
     "memory": ("memory_add", "memory_search", "memory_update", "memory_delete", "memory_task_wait"),
-    "semantic": (),  # issue 12: store_memory, search_memories_by_semantics, recall_related, ...
+    "semantic": (
+        "store_memory",
+        "search_memories_by_semantics",
+        "recall_related",
+        "update_memory_importance",
+        "list_due_memories",
+    ),
     "typed": ("save_memory", "forget_memory", "query_index", "get_memory", "recall_raw", "archive_day"),
     "auto": ("add_memory", "edit_memory"),
     "memory_tool": ("memory",),

@@ -1,0 +1,192 @@
+"""Pure rules of the `semantic` tool set: argument checks, ranking, reinforcement and reminders.
+
+No I/O. Ranking is `0.6·similarity + 0.3·importance + 0.1·recency` (CONTRACT §5): similarity in
+[0, 1], the importance as reinforced by use, and a recency that halves every RECENCY_HALF_LIFE_DAYS
+since the memory was last retrieved (or created), computed when the query runs. Reminders are an
+RFC 3339 `remind_at` and an optional RFC 5545 RRULE evaluated with python-dateutil.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+
+from dateutil.rrule import rrule, rrulestr
+
+from kbserver.core.errors import InvalidRequest
+from kbserver.dialects.memory_records import MEMORY_TYPES, Memory, parse_time
+from kbserver.dialects.typed_records import terms
+
+__all__ = [
+    "FREQUENCIES",
+    "MIN_SIMILARITY",
+    "RECENCY_HALF_LIFE_DAYS",
+    "REINFORCE_KEEP",
+    "RELATED_SIMILARITY",
+    "SUPERSEDE_SIMILARITY",
+    "WEIGHTS",
+    "check_content",
+    "check_importance",
+    "check_memory_type",
+    "check_recurrence",
+    "check_user_id",
+    "coverage",
+    "next_due",
+    "recency",
+    "score",
+]
+
+SUPERSEDE_SIMILARITY = 0.9
+"""A new memory at least this similar to a live one (same user_id, memory_type) supersedes it."""
+MIN_SIMILARITY = 0.2
+"""A search returns only memories at least this similar to the query, so that an important but
+unrelated memory does not fill the result (e5 cosines of unrelated texts are near 0)."""
+RELATED_SIMILARITY = 0.35
+"""recall_related: a memory this similar to the best hit is related to it, whatever the query says
+(e5 cosines of two stored texts: ~0.1-0.3 unrelated, ~0.35-0.6 about the same thing, >0.9 the same)."""
+REINFORCE_KEEP = 0.95
+"""Each retrieval moves the effective importance s toward 1 as `0.95·s + 0.05`."""
+RECENCY_HALF_LIFE_DAYS = 7.0
+WEIGHTS = (0.6, 0.3, 0.1)  # similarity, importance, recency
+FREQUENCIES = ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
+"""RRULE frequencies accepted: finer ones (HOURLY, MINUTELY, SECONDLY) are not reminders, and a rule
+that never matches would make dateutil count every second until the year 9999."""
+_FIRST_WITHIN = datetime.timedelta(days=5 * 366)
+_USER_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+
+
+def check_content(value: object) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not text:
+        raise InvalidRequest("content must not be empty")
+    return text
+
+
+def check_memory_type(value: object) -> str:
+    if value not in MEMORY_TYPES:
+        raise InvalidRequest(f"memory_type must be one of {', '.join(MEMORY_TYPES)}", memory_type=value)
+    return str(value)
+
+
+def check_user_id(value: object) -> str:
+    text = value.strip() if isinstance(value, str) else ""
+    if not _USER_ID.match(text):
+        raise InvalidRequest("user_id must be 1 to 128 characters without control characters", user_id=value)
+    return text
+
+
+def check_importance(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0.0 <= value <= 1.0
+    ):
+        raise InvalidRequest("importance must be a number from 0 to 1", importance=value)
+    return float(value)
+
+
+def _rule(recurrence: str, start: datetime.datetime) -> rrule:
+    try:
+        parsed = rrulestr(recurrence, dtstart=start)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise InvalidRequest(
+            f"recurrence must be an RFC 5545 RRULE such as FREQ=WEEKLY;BYDAY=MO ({exc})",
+            recurrence=recurrence,
+        ) from None
+    if not isinstance(parsed, rrule):
+        raise InvalidRequest("recurrence must be one RRULE (no RDATE or EXDATE)", recurrence=recurrence)
+    return parsed
+
+
+def _parts(rule: str) -> dict[str, str]:
+    return dict(p.split("=", 1) for p in rule.upper().split(";") if "=" in p)
+
+
+def _first(parsed: rrule, start: datetime.datetime, interval: int) -> datetime.datetime | None:
+    """The rule's first occurrence within five years of `start`, or None.
+
+    dateutil tests UNTIL and COUNT only on dates that match the rule, so a rule that never matches
+    (the 30th of February) runs on to the year 9999: seconds for a daily rule. The same question is
+    asked of the rule moved by whole 400-year cycles (the Gregorian calendar, weekdays included,
+    repeats exactly every 400 years; 400·INTERVAL keeps the interval's phase too) close to the year
+    9999, so that even a never-matching rule stops within one cycle.
+    """
+    cycle = 400 * interval
+    shift = cycle * max(0, (datetime.MAXYEAR - 5 - start.year) // cycle)
+    until = parsed._until  # dateutil exposes no public getter
+    try:
+        moved_until = None if until is None else until.replace(year=until.year + shift)
+    except ValueError:  # past the year 9999: the rule ends after the window anyway
+        moved_until = None
+    moved_start = start.replace(year=start.year + shift)
+    probe = parsed.replace(dtstart=moved_start, until=moved_until)
+    first = next(iter(probe), None)
+    if not isinstance(first, datetime.datetime) or first > moved_start + _FIRST_WITHIN:
+        return None
+    return first.replace(year=first.year - shift)
+
+
+def check_recurrence(value: object, remind_at: str | None) -> str:
+    """The RRULE (without an `RRULE:` prefix), when it is one rule of a reminder's frequency whose first
+    occurrence comes within five years of `remind_at`. Raises InvalidRequest."""
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidRequest("recurrence must be an RRULE such as FREQ=WEEKLY;BYDAY=MO", recurrence=value)
+    if remind_at is None:
+        raise InvalidRequest(
+            "recurrence needs remind_at: the first occurrence, from which the rule repeats",
+            recurrence=value,
+        )
+    rule = value.strip()
+    rule = rule[len("RRULE:") :] if rule.upper().startswith("RRULE:") else rule
+    if "\n" in rule or "\r" in rule or ":" in rule:
+        raise InvalidRequest(
+            "recurrence must be one RRULE line (DTSTART is remind_at; no RDATE or EXDATE)", recurrence=value
+        )
+    parts = _parts(rule)
+    if parts.get("FREQ") not in FREQUENCIES:
+        raise InvalidRequest(f"recurrence: FREQ must be one of {', '.join(FREQUENCIES)}", recurrence=value)
+    interval = parts.get("INTERVAL", "1")
+    if not interval.isdigit() or not 1 <= int(interval) <= 1000:
+        raise InvalidRequest("recurrence: INTERVAL must be a whole number from 1 to 1000", recurrence=value)
+    start = parse_time(remind_at, "remind_at")
+    if _first(_rule(rule, start), start, int(interval)) is None:
+        raise InvalidRequest("recurrence never occurs in the five years after remind_at", recurrence=value)
+    return rule
+
+
+def next_due(memory: Memory, now: datetime.datetime) -> datetime.datetime | None:
+    """When the memory is due: its remind_at (also when past: still due), or for a recurring one its
+    next occurrence at or after `now` (None once the rule has ended)."""
+    if memory.remind_at is None:
+        return None
+    try:
+        start = parse_time(memory.remind_at, "remind_at")
+        if memory.recurrence is None:
+            return start
+        check_recurrence(memory.recurrence, memory.remind_at)  # a file edited by hand is checked too
+        found = _rule(memory.recurrence, start).after(now, inc=True)
+    except InvalidRequest:
+        return None  # not a reminder any more
+    return found if isinstance(found, datetime.datetime) else None
+
+
+def recency(last: datetime.datetime, now: datetime.datetime) -> float:
+    """1 just after the last retrieval (or creation), halving every RECENCY_HALF_LIFE_DAYS."""
+    days = max(0.0, (now - last).total_seconds() / 86400.0)
+    return float(0.5 ** (days / RECENCY_HALF_LIFE_DAYS))
+
+
+def score(similarity: float, importance: float, recent: float) -> float:
+    a, b, c = WEIGHTS
+    return a * max(0.0, min(1.0, similarity)) + b * importance + c * recent
+
+
+def coverage(query: str, content: str) -> float:
+    """The share of the query's words (CJK as bigrams) that the content holds: the similarity used
+    when there are no embeddings (a deployment with the embedder `none`, or one not embedded yet)."""
+    wanted = set(terms(query))
+    if not wanted:
+        return 0.0
+    return len(wanted & set(terms(content))) / len(wanted)

@@ -1,0 +1,186 @@
+"""The MCP binding of the `semantic` tool set (kbserver.dialects.semantic): parse, call, render."""
+
+# No `from __future__ import annotations`: the SDK reads the tools' annotations at registration.
+
+import inspect
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import Field
+
+from kbserver.dialects import semantic
+from kbserver.dialects.session import DialectCall
+from kbserver.mcp.errors import KBTool, ok_result
+
+if TYPE_CHECKING:
+    from kbserver.mcp.binding import Binding
+
+__all__ = ["semantic_tools"]
+
+Kb = Annotated[
+    str | None,
+    Field(
+        description="The KB's slug. Omit it to use the only KB you can write (see the server instructions)."
+    ),
+]
+UserId = Annotated[
+    str,
+    Field(
+        description="Whose memory this is (the person you work for); memories of one user_id never show up "
+        "for another."
+    ),
+]
+Limit = Annotated[int, Field(ge=1, le=semantic.MAX_LIMIT, description="At most this many memories.")]
+History = Annotated[
+    bool,
+    Field(
+        description="Also return memories that a newer, near-identical one superseded (with superseded_by)."
+    ),
+]
+Importance = Annotated[float, Field(ge=0, le=1, description="How much it matters, from 0 to 1.")]
+
+_WRITES = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+# Retrieval counts accesses in the control plane but changes no file and makes no version.
+_READS = ToolAnnotations(read_only_hint=True, idempotent_hint=False, open_world_hint=False)
+
+
+def _call(binding: "Binding", ctx: Context[Any, Any]) -> DialectCall:
+    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context))
+
+
+def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:
+    return KBTool.from_function(
+        fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
+    )
+
+
+def semantic_tools(binding: "Binding") -> list[Tool]:
+    def store_memory(
+        content: Annotated[str, Field(description="What to remember, in your own words.")],
+        ctx: Context[Any, Any],
+        memory_type: Annotated[
+            str, Field(description="fact (default), preference, task or reflection.")
+        ] = "fact",
+        user_id: UserId = semantic.DEFAULT_USER,
+        importance: Importance = 0.5,
+        remind_at: Annotated[
+            str | None,
+            Field(description="When to remind you, RFC 3339 with an offset, e.g. 2026-12-01T09:00:00+01:00."),
+        ] = None,
+        recurrence: Annotated[
+            str | None,
+            Field(
+                description="Repeat the reminder: an RFC 5545 RRULE from remind_at, e.g. "
+                "FREQ=WEEKLY;BYDAY=MO (DAILY, WEEKLY, MONTHLY or YEARLY)."
+            ),
+        ] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Remember one thing as memories/{id}.md, as one version of the KB (people can review it).
+
+        A memory of the same user_id and memory_type that says nearly the same (similarity at least 0.9)
+        is marked superseded_by the new one in the same version, and searches skip it from then on: to
+        correct or update something, store its new form. Returns {id, taskId, superseded}; taskId is the
+        version. Never store secrets.
+        """
+        return ok_result(
+            semantic.store_memory(
+                _call(binding, ctx),
+                content,
+                memory_type=memory_type,
+                user_id=user_id,
+                importance=importance,
+                remind_at=remind_at,
+                recurrence=recurrence,
+                kb=kb,
+            )
+        )
+
+    def search_memories_by_semantics(
+        query: Annotated[str, Field(description="What you are looking for, in any language.")],
+        ctx: Context[Any, Any],
+        user_id: UserId = semantic.DEFAULT_USER,
+        limit: Limit = 5,
+        include_superseded: History = False,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Find the user's memories by meaning (an English question finds a Chinese memory).
+
+        Ranked by 0.6·similarity + 0.3·importance + 0.1·recency; importance grows each time a memory is
+        retrieved, recency fades with the days since it was last retrieved. Returns {memories: [{id,
+        content, memory_type, user_id, importance, access_count, score}]}. Searching changes no file.
+        """
+        return ok_result(
+            semantic.search_memories_by_semantics(
+                _call(binding, ctx),
+                query,
+                user_id=user_id,
+                limit=limit,
+                include_superseded=include_superseded,
+                kb=kb,
+            )
+        )
+
+    def recall_related(
+        query: Annotated[str, Field(description="What the memories should be about.")],
+        ctx: Context[Any, Any],
+        user_id: UserId = semantic.DEFAULT_USER,
+        limit: Limit = 5,
+        include_superseded: History = False,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Recall the best match for the query and the memories related to it: also those close to that
+        best match even when they share nothing with the query (associations). Same ranking and result
+        as search_memories_by_semantics."""
+        return ok_result(
+            semantic.recall_related(
+                _call(binding, ctx),
+                query,
+                user_id=user_id,
+                limit=limit,
+                include_superseded=include_superseded,
+                kb=kb,
+            )
+        )
+
+    def update_memory_importance(
+        id: Annotated[str, Field(description="The memory's id, as store_memory or a search gave it.")],
+        importance: Importance,
+        ctx: Context[Any, Any],
+        user_id: Annotated[
+            str | None, Field(description="The memory's user_id; when given, it must match.")
+        ] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Set how much a memory matters (0 to 1), as one version. Returns {id, importance, taskId}."""
+        return ok_result(
+            semantic.update_memory_importance(_call(binding, ctx), id, importance, user_id=user_id, kb=kb)
+        )
+
+    def list_due_memories(
+        ctx: Context[Any, Any],
+        user_id: Annotated[
+            str | None, Field(description="Only this user's reminders (default: all of yours).")
+        ] = None,
+        before: Annotated[str | None, Field(description="RFC 3339 time; default: one hour from now.")] = None,
+        kb: Kb = None,
+    ) -> CallToolResult:
+        """Reminders due before a time, soonest first: {memories: [{id, content, due, user_id,
+        memory_type, overdue, recurrence?}]}. A one-off stays due (overdue) until a new memory supersedes
+        it; a recurring one is due at its next occurrence from now."""
+        return ok_result(
+            semantic.list_due_memories(_call(binding, ctx), user_id=user_id, before=before, kb=kb)
+        )
+
+    return [
+        _tool(store_memory, "Store a memory", _WRITES),
+        _tool(search_memories_by_semantics, "Search memories by meaning", _READS),
+        _tool(recall_related, "Recall related memories", _READS),
+        _tool(update_memory_importance, "Change a memory's importance", _WRITES),
+        _tool(list_due_memories, "List due reminders", _READS),
+    ]
