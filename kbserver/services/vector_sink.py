@@ -93,7 +93,8 @@ class VectorSink:
                         deletes.append(c.path)
                     else:
                         upserts[c.path] = embedded_text(delta.read(c.new_blob))
-                vs.update(delta.version, upserts, deletes)
+                # a memory stored through the semantic set was embedded on its way in: not again
+                vs.update(delta.version, upserts, deletes, made=self._passages.get)
         except sqlite3.DatabaseError as e:
             self._pool.drop(delta.slug)
             raise SinkDamaged(str(e)) from e

