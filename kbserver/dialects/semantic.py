@@ -16,9 +16,10 @@ memories only. The admin's memories have no agentId and are seen by every agent 
 from __future__ import annotations
 
 import datetime
+import logging
 from collections.abc import Sequence
 
-from kbserver.core.errors import InvalidRequest, NotFound
+from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.core.model import Caller, Create, FileChange, Overwrite
 from kbserver.dialects.memory import catalog
 from kbserver.dialects.memory_records import (
@@ -64,6 +65,8 @@ __all__ = [
     "store_memory",
     "update_memory_importance",
 ]
+
+log = logging.getLogger(__name__)
 
 TOOLS = TOOL_SETS["semantic"]
 DEFAULT_USER = "default"
@@ -453,7 +456,12 @@ def instructions(services: Services, caller: Caller, limit: int = 20) -> str | N
     until = now + DUE_WINDOW
     lines = []
     for slug in call.reachable():
-        for due, m in _due(call, slug, None, until, now):
+        try:
+            found = _due(call, slug, None, until, now)
+        except KBError as err:  # a KB being rebuilt must not fail the session's start
+            log.warning("no reminders of KB %s for the instructions: %s: %s", slug, err.code, err.message)
+            continue
+        for due, m in found:
             when = _iso(due) + (" (overdue)" if due < now else "")
             repeats = f", repeats {m.recurrence}" if m.recurrence else ""
             lines.append(

@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.dialects.memory_records import Memory, parse_memory, render_memory
@@ -120,3 +122,23 @@ def test_word_coverage_is_the_fallback_similarity() -> None:
     assert coverage("how does she take her drinks", "The user prefers tea over coffee.") == 0.0
     assert coverage("周会", "每周五下午三点开团队周会。") == 1.0
     assert coverage("", "x") == 0.0
+
+
+_texts = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=40).map(str.strip)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    content=_texts.filter(bool),
+    kind=st.sampled_from(["fact", "preference", "task", "reflection"]),
+    user=_texts.filter(bool),
+    importance=st.floats(min_value=0, max_value=1),
+    remind=st.one_of(st.none(), st.just("2026-12-01T09:00:00+01:00"), st.just("2027-01-31T23:59:00Z")),
+)
+def test_any_semantic_memory_round_trips_through_its_file(
+    content: str, kind: str, user: str, importance: float, remind: str | None
+) -> None:
+    memory = _memory(remind, "FREQ=MONTHLY;BYMONTHDAY=-1" if remind else None).model_copy(
+        update={"content": content, "memory_type": kind, "user_id": user, "importance": importance}
+    )
+    assert parse_memory(render_memory(memory)) == memory

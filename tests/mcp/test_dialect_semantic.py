@@ -14,8 +14,9 @@ import yaml
 
 from kbserver.config import Settings
 from kbserver.dialects.semantic_rules import coverage
-from kbserver.services import Services, versions
+from kbserver.services import Services, kbs, versions
 from kbserver.services.auth import ADMIN
+from kbserver.wiring import open_services
 from tests.helpers import git_fsck, make_agent, state
 from tests.mcp.clients import error, memory_client, ok
 from tests.mcp.transports import Connect, connector
@@ -366,3 +367,23 @@ async def test_bad_input_is_refused_and_changes_nothing(services: Services, team
             assert error(await alice.call_tool(tool, args))["code"] == code, (tool, args)
         assert state(services, "notes") == before
         assert services.control.memory_access("notes", [stored["id"]]) == counted  # refused: nothing counted
+
+
+async def test_without_an_embedder_word_overlap_ranks_and_supersedes(tmp_path: Any) -> None:
+    """KBSERVER_EMBEDDER=none: similarity is the query's words found (search) and Jaccard (supersede)."""
+    plain = Settings(data=tmp_path / "plain", admin_token="x" * 32, sample=False, embedder="none")
+    svc = open_services(plain.data, plain.options())
+    svc.start()
+    try:
+        kbs.create(svc, ADMIN, "notes", "Team notes")
+        make_agent(svc, "alice", {"notes": "read_write"}, tools=["semantic"])
+        async with memory_client(svc, "alice") as alice:
+            old = ok(await alice.call_tool("store_memory", {"content": "Lily is allergic to peanuts"}))
+            ok(await alice.call_tool("store_memory", {"content": "The printer on floor two is broken"}))
+            again = ok(await alice.call_tool("store_memory", {"content": "lily is allergic to peanuts!"}))
+            assert again["superseded"] == [old["id"]]
+            found = ok(await alice.call_tool(SEARCH, {"query": "peanuts allergy", "limit": 5}))
+            assert [m["id"] for m in found["memories"]] == [again["id"]] and "unembedded" not in found
+            assert ok(await alice.call_tool(SEARCH, {"query": "food intolerance"}))["memories"] == []
+    finally:
+        svc.close()
