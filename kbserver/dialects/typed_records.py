@@ -6,6 +6,7 @@ No I/O: records in, text out. `kbserver.dialects.typed` reads and writes them th
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import json
 import re
@@ -326,36 +327,38 @@ def _fold(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
-class _Words:
-    """A text as its latin words (folded, counted) and its CJK runs (searched as substrings)."""
+@functools.lru_cache(maxsize=4096)
+def _pattern(word: str) -> re.Pattern[str]:
+    """Where the query term `word` occurs in folded text: a CJK term anywhere (CJK has no word
+    breaks); a latin word as a whole word, with or without a plural s, as `_fold` reads words."""
+    if _is_cjk(word):
+        return re.compile(re.escape(word))
+    stem = _fold(word)
+    plural = "s?" if len(stem) >= 3 and not stem.endswith("s") else ""
+    letter = rf"[^\W_{_CJK}]"
+    return re.compile(rf"(?<!{letter}){re.escape(stem)}{plural}(?!{letter})")
 
-    def __init__(self, text: str) -> None:
-        folded = unicodedata.normalize("NFC", text).casefold()
-        self.counts: dict[str, int] = {}
-        cjk: list[str] = []
-        for m in _TERM.finditer(folded):
-            word = m.group()
-            if _is_cjk(word):
-                cjk.append(word)
-            else:
-                key = _fold(word)
-                self.counts[key] = self.counts.get(key, 0) + 1
-        self.cjk = " ".join(cjk)
 
-    def count(self, word: str) -> int:
-        return self.cjk.count(word) if _is_cjk(word) else self.counts.get(_fold(word), 0)
+def _count(word: str, text: str, most: int) -> int:
+    found = 0
+    for _ in _pattern(word).finditer(text):
+        found += 1
+        if found == most:
+            break
+    return found
 
 
 def score(words: Sequence[str], *texts: str, boost: Sequence[str] = ()) -> float:
     """How well `texts` match `words` (0 when no word occurs); words in `boost` texts count double.
 
     A latin word matches whole words only ("tea" is not in "team"; a plural s is ignored); a CJK
-    term (a bigram or one character) matches anywhere in a CJK run, as CJK has no word breaks.
+    term (a bigram or one character) matches anywhere in CJK text, which has no word breaks.
     """
-    body, strong = _Words(" ".join(texts)), _Words(" ".join(boost))
+    body = unicodedata.normalize("NFC", " ".join(texts)).casefold()
+    strong = unicodedata.normalize("NFC", " ".join(boost)).casefold()
     total = 0.0
     for word in words:
-        total += min(body.count(word), 5) + 2 * min(strong.count(word), 2)
+        total += _count(word, body, 5) + 2 * _count(word, strong, 2)
     return total
 
 
