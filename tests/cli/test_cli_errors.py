@@ -135,6 +135,9 @@ def test_serve_exits_with_the_readme_s_codes(tmp_path: Path, signum: int, code: 
             stderr=err,
             text=True,
             env={**env, "KBSERVER_ADMIN_TOKEN": ADMIN_TOKEN, "KBSERVER_SAMPLE": "false"},
+            # As a terminal's Ctrl-C finds it: a suite started in the background (`cmd &`) inherits
+            # SIGINT ignored, and then the signal uvicorn re-raises after its shutdown does nothing.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
     try:
         assert proc.stdout is not None
