@@ -51,6 +51,7 @@ TOOL_CALLS: list[tuple[str, dict[str, Any]]] = [
     ("save_memory", {"type": "topic", "name": TOKEN, "summary": "a name that is a token"}),
     ("archive_day", {"date": "2026-11-29", "facts": [f"token {TOKEN}"]}),
     ("add_memory", {"content": f"token {TOKEN}"}),
+    ("store_memory", {"content": f"the deploy token is {TOKEN}"}),
     ("memory", {"command": "create", "path": "/memories/k.md", "file_text": f"token {TOKEN}\n"}),
 ]
 
@@ -62,7 +63,10 @@ async def test_every_tool_refuses_a_credential_without_a_trace(
     services: Services, kb: str, tool: str, args: dict[str, Any]
 ) -> None:
     make_agent(
-        services, "writer", {kb: "read_write"}, tools=["context", "memory", "typed", "auto", "memory_tool"]
+        services,
+        "writer",
+        {kb: "read_write"},
+        tools=["context", "memory", "semantic", "typed", "auto", "memory_tool"],
     )
     before = _trace(services, kb)
     async with memory_client(services, "writer") as client:
