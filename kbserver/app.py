@@ -89,7 +89,7 @@ def create_app(
                 if owned:
                     svc.close()
                 else:
-                    svc.follower.stop()
+                    svc.stop()
 
     routes: list[BaseRoute] = [
         Route("/healthz", healthz, methods=["GET"]),

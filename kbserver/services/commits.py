@@ -9,7 +9,8 @@ from kbserver.changes import Applied, refuse_secrets
 from kbserver.core.messages import check_message
 from kbserver.core.model import Caller, FileResult, WriteResult
 from kbserver.services.context import Services
-from kbserver.store import CommitPlan, TreeView
+from kbserver.services.parts import Files
+from kbserver.store import CommitPlan
 
 __all__ = ["commit", "summary"]
 
@@ -29,7 +30,7 @@ def commit(
     services: Services,
     caller: Caller,
     slug: str,
-    job: Callable[[TreeView], list[Applied]],
+    job: Callable[[Files], list[Applied]],
     *,
     kind: str,
     message: str | None,
@@ -48,7 +49,7 @@ def commit(
     _, writer = services.repos.get(slug)
     who = author or caller
 
-    def plan(tip: TreeView) -> CommitPlan:
+    def plan(tip: Files) -> CommitPlan:
         applied = job(tip)
         paths = [a.path for a in applied]
         meta = {"Kb-Actor": who.actor, "Kb-Kind": kind}

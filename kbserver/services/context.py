@@ -1,4 +1,4 @@
-"""The services: a frozen set of parts (repositories, control store, search, follower, feed)."""
+"""The services: a frozen set of interfaces (repositories, control store, search, follower, feed)."""
 
 from __future__ import annotations
 
@@ -10,12 +10,9 @@ from pathlib import Path
 from kbserver.control import ControlStore
 from kbserver.core.model import Limits
 from kbserver.core.pool import LeasePool
-from kbserver.services.follower import Follower, Sink
-from kbserver.services.indexing import SearchSink
+from kbserver.services.follower import Sink
+from kbserver.services.parts import Events, Following, Repositories, TextSearch, VectorSearch
 from kbserver.services.progress import Progress
-from kbserver.services.vector_sink import VectorSink
-from kbserver.store import Repos
-from kbserver.store.feed import Feed
 
 __all__ = ["Options", "Services"]
 
@@ -42,19 +39,21 @@ class Services:
     """The parts every use case works with, for one data folder; built by `kbserver.wiring.open_services`.
 
     A frozen set of parts handed in by the composition root (app.py, cli.py, the tests): services never
-    build their own. Close it when done.
+    build their own. Each part is typed by its interface (`kbserver.services.parts`, and
+    `ControlStore`), so another implementation (a PostgreSQL control store, remote repositories) slots
+    in at the composition root alone. Close it when done.
     """
 
-    repos: Repos
+    repos: Repositories
     control: ControlStore
-    search_index: SearchSink
-    follower: Follower
-    progress: Progress
-    feed: Feed
+    search_index: TextSearch
+    follower: Following
+    progress: Progress  # what each sink covers, and waiting for it: in-process state, not a storage choice
+    feed: Events
     sinks: Mapping[str, Sink]
     pool: LeasePool  # open repositories and indexes under the memory budget, least recently used out
     options: Options = field(default_factory=Options)
-    vectors: VectorSink | None = None  # embeddings for semantic search; None without an embedder
+    vectors: VectorSearch | None = None  # embeddings for semantic search; None without an embedder
     data: Path | None = None  # the data folder, for reports; nothing reads files through it
     # Called with (slug, version) after every new version; edges hang metrics here.
     commit_hooks: list[Callable[[str, str], None]] = field(default_factory=list)
@@ -80,8 +79,12 @@ class Services:
                 )
         self.follower.start()
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """Stop following main; the parts stay open (for a server handed services it does not own)."""
         self.follower.stop()
+
+    def close(self) -> None:
+        self.stop()
         for sink in self.sinks.values():
             sink.close()
         self.repos.close()

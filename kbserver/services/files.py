@@ -17,7 +17,7 @@ from kbserver.core.paths import check_path, check_prefix
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.models import ExportResult, FileContent, FileList
-from kbserver.store import KBRepo
+from kbserver.services.parts import Repository
 
 __all__ = ["archive", "entry_page", "export", "list_at", "listing", "read", "read_at", "visible_version"]
 
@@ -127,7 +127,7 @@ def export(
             target = staging / path
             target.parent.mkdir(parents=True, exist_ok=True)
             folders.update(p for p in target.parents if staging in p.parents)
-            target.write_bytes(repo.object(blob).as_raw_string())
+            target.write_bytes(repo.blob(blob.decode()))
             target.chmod(0o444)
             if progress:
                 progress(done, len(entries))
@@ -168,9 +168,7 @@ def archive(
     require_read(services, caller, slug)
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
-    mtime = 0
-    if resolved:
-        mtime = int(repo.get(resolved.encode()).commit_time)  # type: ignore[attr-defined]
+    mtime = repo.commit_info(resolved).seconds if resolved else 0
     return resolved, _tar_chunks(repo, slug, resolved, mtime)
 
 
@@ -190,11 +188,11 @@ class _Chunks:
         return out
 
 
-def _tar_chunks(repo: KBRepo, slug: str, version: str | None, mtime: int) -> Iterator[bytes]:
+def _tar_chunks(repo: Repository, slug: str, version: str | None, mtime: int) -> Iterator[bytes]:
     sink = _Chunks()
     with tarfile.open(fileobj=sink, mode="w|gz") as tar:  # type: ignore[call-overload]
         for path, blob in repo.view(version).walk():
-            data = repo.object(blob).as_raw_string()
+            data = repo.blob(blob.decode())
             member = tarfile.TarInfo(f"{slug}/{path}")
             member.size, member.mode, member.mtime = len(data), 0o444, mtime
             tar.addfile(member, io.BytesIO(data))

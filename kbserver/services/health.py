@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from kbserver.services.context import Services
-from kbserver.store.verify import verify
 
 __all__ = ["fsck"]
 
@@ -18,9 +17,8 @@ def fsck(services: Services, report: Callable[[str], None] = print) -> list[str]
         removed = services.repos.recover(slug)
         for lock in removed:
             report(f"{slug}: removed stale lock {lock}")
-        repo = services.repos.repo(slug)
-        found = [f"{slug}: {p}" for p in verify(repo.path)]
-        if repo.head() is None:
+        found = [f"{slug}: {p}" for p in services.repos.verify(slug)]
+        if services.repos.repo(slug).head() is None:
             found.append(f"{slug}: branch main is missing")
         report(f"{slug}: {'ok' if not found else f'{len(found)} problem(s)'}")
         problems += found

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from kbserver.core.errors import KBError
-from kbserver.store import Repos
+from kbserver.services.parts import Repositories
 
 __all__ = ["Progress"]
 
@@ -24,7 +24,7 @@ class Progress:
     on every record for their KB; an async waiter is a future, never a thread.
     """
 
-    def __init__(self, repos: Repos, sinks: Sequence[str], read_covered: CoveredReader) -> None:
+    def __init__(self, repos: Repositories, sinks: Sequence[str], read_covered: CoveredReader) -> None:
         self._repos = repos
         self.sinks = tuple(sinks)
         self._read = read_covered

@@ -26,8 +26,9 @@ from kbserver.services.models import (
     ProposalPending,
     Rejection,
 )
+from kbserver.services.parts import Files
 from kbserver.services.reserved import check_caps
-from kbserver.store import CommitPlan, TreeView
+from kbserver.store import CommitPlan
 
 __all__ = ["approve", "get", "listing", "propose", "reject"]
 
@@ -49,7 +50,7 @@ def propose(
     _, writer = services.repos.get(slug)
     subject = req.message.strip() if req.message and req.message.strip() else None
 
-    def job(tip: TreeView) -> CommitPlan:
+    def job(tip: Files) -> CommitPlan:
         applied = check_caps(tip, apply(tip, req.files, limits))
         paths = [a.path for a in applied]
         return CommitPlan(

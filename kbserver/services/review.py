@@ -22,8 +22,8 @@ from kbserver.services.models import (
     VersionCompare,
     VersionPage,
 )
+from kbserver.services.parts import Files, Repository
 from kbserver.services.versions import info
-from kbserver.store import KBRepo, TreeView
 
 __all__ = [
     "MAX_UNREVIEWED",
@@ -71,7 +71,7 @@ def undo(
         raise InvalidRequest(f"version {target} changed no file; nothing to undo", version=target)
     after, before = repo.view(target), repo.view(parent)
 
-    def job(tip: TreeView) -> list[Applied]:
+    def job(tip: Files) -> list[Applied]:
         applied = []
         for ch in changed:
             now, then = tip.read(ch.path), after.read(ch.path)
@@ -107,7 +107,7 @@ def undo(
     )
 
 
-def _changed_in(repo: KBRepo, tip: TreeView, path: str) -> str | None:
+def _changed_in(repo: Repository, tip: Files, path: str) -> str | None:
     """The latest version up to `tip` that changed `path` (for the conflict's explanation)."""
     if tip.version is None:
         return None

@@ -12,14 +12,15 @@ from kbserver.services.auth import require_read, require_write
 from kbserver.services.commits import commit
 from kbserver.services.context import Services
 from kbserver.services.models import DiffEntry, VersionDetail, VersionPage
-from kbserver.store import Change, KBRepo, TreeView
+from kbserver.services.parts import Files, Repository
+from kbserver.store import Change
 
 __all__ = ["MAX_LIMIT", "get", "info", "listing", "revert"]
 
 MAX_LIMIT = 200
 
 
-def info(repo: KBRepo, version: str, changes: list[Change] | None = None) -> VersionInfo:
+def info(repo: Repository, version: str, changes: list[Change] | None = None) -> VersionInfo:
     """A version as the API shows it: who, what kind, which paths, which run.
 
     `changes` against the parent may be passed when the caller has them already.
@@ -68,7 +69,7 @@ def listing(
     return VersionPage(versions=[info(repo, v) for v in page[:limit]], next_cursor=more)
 
 
-def _cursor(repo: KBRepo, cursor: str) -> str | None:
+def _cursor(repo: Repository, cursor: str) -> str | None:
     """The version a page starts at: errors name `cursor`, the field the caller sent."""
     try:
         return repo.resolve(cursor)
@@ -109,10 +110,9 @@ def revert(
     target = repo.resolve(version)
     target_view = repo.view(target)
 
-    def job(tip: TreeView) -> list[Applied]:
-        assert tip.tree_id is not None and target_view.tree_id is not None
+    def job(tip: Files) -> list[Applied]:
         applied = []
-        for ch in repo.tree_changes(tip.tree_id, target_view.tree_id):
+        for ch in repo.changes(tip.version, target):
             data = target_view.read(ch.path) if ch.change != "deleted" else None
             mode = "delete" if data is None else "create" if ch.change == "added" else "overwrite"
             applied.append(Applied(ch.path, mode, data, sha256_hex(data) if data is not None else None))

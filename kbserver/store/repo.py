@@ -50,6 +50,7 @@ class CommitInfo:
     message: str
     time: str
     trailers: dict[str, str]
+    seconds: int  # `time` as a Unix time
 
 
 def _cost(obj: ShaFile) -> int:
@@ -362,6 +363,7 @@ class KBRepo:
             message=message,
             time=when,
             trailers=trailers,
+            seconds=int(commit.commit_time),
         )
 
     def first_parents(self, start: str) -> Iterator[str]:

@@ -14,6 +14,7 @@ from kbserver.core.errors import AlreadyExists, NotFound
 from kbserver.core.model import SLUG_PATTERN
 from kbserver.core.pool import LeasePool
 from kbserver.store.repo import KBRepo
+from kbserver.store.verify import verify
 from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
 
 __all__ = ["Repos"]
@@ -105,6 +106,10 @@ class Repos:
         path = str(self.path(slug))
         with kb_lock(path):
             return recover_locks(path)
+
+    def verify(self, slug: str) -> list[str]:
+        """Problems C git's fsck (or a reachability walk) finds in the KB's repository."""
+        return verify(str(self.path(slug)))
 
     def close(self) -> None:
         self._open.close_all()

@@ -1,0 +1,237 @@
+"""The interfaces `Services` holds: what the use cases need from repositories, search and events.
+
+The composition root (`kbserver.wiring`) picks the implementations: bare git repositories on disk
+(`kbserver.store.Repos`), Whoosh (`SearchSink`), the embedding vectors (`VectorSink`), the feed file
+(`kbserver.store.feed.Feed`) and the follower (`Follower`). A remote or PostgreSQL-backed part only
+has to satisfy these protocols (the control store has its own, `kbserver.control.ControlStore`);
+mypy --strict checks the concrete ones where `open_services` builds `Services`.
+
+No git word (commit, tree, blob, ref) is part of these names: a version is a 40-hex id on main, a
+file is a path, and a content id (`blob_id`) is an opaque key of a file's bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Protocol, overload
+
+from kbserver.index import SearchResult
+from kbserver.store import Change, CommitInfo, CommitPlan
+from kbserver.vectors import VectorHit
+
+__all__ = [
+    "Events",
+    "Files",
+    "Following",
+    "Repositories",
+    "Repository",
+    "TextSearch",
+    "VectorSearch",
+    "Writer",
+]
+
+
+class Files(Protocol):
+    """The files of one version (`version` None: no version, no files), read lazily by path."""
+
+    version: str | None
+
+    def read(self, path: str) -> bytes | None:
+        """The bytes of the file at `path`, or None when there is no file there."""
+        ...
+
+    def blob_id(self, path: str) -> str | None:
+        """The content id of the file at `path` (None: no file there)."""
+        ...
+
+    def is_dir(self, path: str) -> bool: ...
+
+    def names(self, folder: str) -> list[str]:
+        """The names of the files and folders directly in `folder` ("" for the top); [] if none."""
+        ...
+
+    def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
+        """(path, content id as ASCII bytes) of every file under `prefix`, in path order."""
+        ...
+
+
+class Repository(Protocol):
+    """One KB's versions and files, read side. Thread-safe."""
+
+    def head(self) -> str | None:
+        """The current version of main (None: the KB has no version yet)."""
+        ...
+
+    @overload
+    def resolve(self, version: str) -> str: ...
+    @overload
+    def resolve(self, version: None) -> str | None: ...
+    def resolve(self, version: str | None) -> str | None:
+        """`version` checked to be on main, or the head when None. Raises InvalidRequest, NotFound."""
+        ...
+
+    def view(self, version: str | None) -> Files:
+        """The files at `version` (a resolved id), or none when None."""
+        ...
+
+    def file_count(self, version: str | None) -> int: ...
+
+    def blob(self, blob_id: str) -> bytes:
+        """The bytes of a content id. Raises KeyError for an unknown one."""
+        ...
+
+    def digest(self, blob_id: bytes) -> tuple[int, str]:
+        """(size, sha256) of the bytes of a content id (as `Files.walk` gives it)."""
+        ...
+
+    def commit_info(self, version: str) -> CommitInfo: ...
+
+    def first_parents(self, start: str) -> Iterator[str]:
+        """Versions from `start` back to the first one."""
+        ...
+
+    def reaches(self, start: str, version: str) -> bool:
+        """Whether `version` is `start` or older than it on the same line."""
+        ...
+
+    def path_history(self, start: str, path: str) -> Iterator[str]:
+        """Versions up to `start` that changed `path`, newest first."""
+        ...
+
+    def changes(self, old: str | None, new: str) -> list[Change]:
+        """Paths that differ between two versions (files only), sorted by path."""
+        ...
+
+    def patch(self, change: Change) -> str:
+        """The unified diff of one change."""
+        ...
+
+    def text_patch(self, path: str, old: bytes | None, new: bytes | None) -> str:
+        """The unified diff between two texts of `path` (None: no file)."""
+        ...
+
+
+Job = Callable[[Files], CommitPlan]
+"""Computes one version from the files at the tip it is applied on."""
+
+
+class Writer(Protocol):
+    """Makes one KB's versions, one at a time within and across processes."""
+
+    def submit(self, job: Job) -> tuple[str, str | None, object]:
+        """Apply `job` as one new version of main; (version, parent, the plan's result)."""
+        ...
+
+    def propose(self, job: Job, ref: str) -> tuple[str, str | None, object]:
+        """Make `job`'s version on the head but point only `ref` (never main) at it."""
+        ...
+
+
+class Repositories(Protocol):
+    """Every KB's repository: create, open, recover, check."""
+
+    def path(self, slug: str) -> Path:
+        """Where the KB's bare repository lives (git over HTTP serves it from there). Raises NotFound."""
+        ...
+
+    def exists(self, slug: str) -> bool: ...
+
+    def slugs(self) -> list[str]: ...
+
+    def create(self, slug: str, readme: bytes, author: str, message: str) -> str:
+        """A new KB whose first version holds README.md; returns the version. Raises AlreadyExists."""
+        ...
+
+    def get(self, slug: str) -> tuple[Repository, Writer]:
+        """The KB's repository and its writer. Raises NotFound."""
+        ...
+
+    def repo(self, slug: str) -> Repository: ...
+
+    def recover(self, slug: str) -> list[str]:
+        """Remove what a crashed writer left behind; returns what was removed."""
+        ...
+
+    def verify(self, slug: str) -> list[str]:
+        """Problems found in the KB's repository (empty when it is sound)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class TextSearch(Protocol):
+    """Full-text search of each KB, as far as the follower has indexed it."""
+
+    def search(
+        self,
+        slug: str,
+        q: str,
+        *,
+        limit: int = 10,
+        offset: int = 0,
+        prefix: str | None = None,
+        filters: Mapping[str, str] | None = None,
+        exact_total: bool = True,
+    ) -> SearchResult:
+        """Hits for `q`. Raises Unavailable while the index is damaged (the follower rebuilds it)."""
+        ...
+
+    def paths(self, slug: str) -> dict[str, str]:
+        """Every indexed path with the sha256 of its text (for checks)."""
+        ...
+
+
+class VectorSearch(Protocol):
+    """Semantic search of each KB over the embedding vectors the follower made."""
+
+    def search(
+        self,
+        slug: str,
+        query: str,
+        *,
+        limit: int = 10,
+        prefix: str | None = None,
+        allow: Callable[[str], bool] | None = None,
+    ) -> tuple[list[VectorHit], str | None]:
+        """The files most similar to `query` and the version the vectors cover. Raises Unavailable."""
+        ...
+
+
+class Events(Protocol):
+    """The feed every process sees: new heads, what sinks cover, damaged sinks."""
+
+    def head(self, slug: str, version: str) -> None:
+        """`version` is main's new head of `slug`."""
+        ...
+
+    def covered(self, sink: str, slug: str, version: str) -> None: ...
+
+    def damaged(self, sink: str, slug: str) -> None: ...
+
+
+class Following(Protocol):
+    """Turns new heads into deltas for the sinks, in this process or in the one that follows."""
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def notify(self, slug: str) -> None:
+        """`slug` has a new head (made in this process)."""
+        ...
+
+    def report_damaged(self, sink: str, slug: str) -> None:
+        """A reader found `sink`'s storage of `slug` damaged: have it rebuilt."""
+        ...
+
+    def catch_up(
+        self,
+        slug: str,
+        *,
+        rebuild: bool = False,
+        sinks: Sequence[str] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> str | None:
+        """Bring `sinks` (default: all) of `slug` up to its head now; returns that head. Raises NotFound."""
+        ...
