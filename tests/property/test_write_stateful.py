@@ -3,7 +3,8 @@
 Random sequences of the five modes, with fresh and stale expected_sha256, multi-file calls,
 concurrent pairs, reverts, and proposals that are approved or rejected; after every step main holds
 exactly the model's files, after a revert they equal the model at that version, a proposal is
-approved exactly when main carries its Kb-Proposal trailer, and C git fsck is clean.
+approved exactly when main carries its Kb-Proposal trailer, after waiting for the index it holds
+exactly main's paths and sha256s, and C git fsck is clean.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kbserver.core.errors import InvalidRequest, KBError
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import agents, kbs, proposals, runs, versions, writes
+from kbserver.services import agents, kbs, proposals, runs, search, versions, writes
 from kbserver.services.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
 from kbserver.wiring import open_services
@@ -41,6 +42,7 @@ class WritePath(RuleBasedStateMachine):
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="kb-stateful-"))
         self.services = open_services(self.tmp / "data")
+        self.services.start()  # the follower indexes every version, as in `kbserver serve`
         kbs.create(self.services, ADMIN, SLUG)
         self.model: dict[str, str] = {"README.md": self._read("README.md") or ""}
         self.versions = 1
@@ -208,6 +210,13 @@ class WritePath(RuleBasedStateMachine):
         self._committed(out.version)
         self.pending.remove((pid, change))
         self.decided[pid] = "approved"
+
+    @rule()
+    def wait_for_the_index(self) -> None:
+        head = self.services.repos.repo(SLUG).head()
+        status = search.status(self.services, ADMIN, SLUG, wait_for=head, timeout=60)
+        assert status.covered and status.indexed_version == head
+        assert self.services.search_index.paths(SLUG) == {p: sha(text) for p, text in self.model.items()}
 
     @invariant()
     def a_proposal_is_approved_exactly_when_main_carries_its_trailer(self) -> None:

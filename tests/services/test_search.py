@@ -8,12 +8,14 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from starlette.testclient import TestClient
 
 from kbserver.changes import sha256_hex
+from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, kbs, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs, search, writes
+from kbserver.services.auth import ADMIN, caller_for
 from kbserver.wiring import open_services
 from tests.helpers import make_agent
 
@@ -164,3 +166,21 @@ def test_lost_index_is_rebuilt_at_start(tmp_path: Path) -> None:
         assert [h.path for h in third.search_index.search("kb", "zebra").hits] == ["a.md"]
     finally:
         third.close()
+
+
+def test_only_the_admin_rebuilds_an_index_and_a_wait_names_a_version_on_main(
+    services: Services, kb: str
+) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    bob = caller_for(services, "bob")
+    with pytest.raises(Forbidden):
+        search.reindex(services, bob, kb)
+    head = services.repos.repo(kb).head()
+    assert search.reindex(services, ADMIN, kb) == head
+    assert search.status(services, bob, kb, wait_for=head, timeout=30).covered is True
+    with pytest.raises(NotFound):
+        search.status(services, bob, kb, wait_for="0" * 40, timeout=30)  # not on main: at once
+    with pytest.raises(InvalidRequest):
+        search.status(services, bob, kb, wait_for="not-a-version")
+    with pytest.raises(InvalidRequest):
+        search.status(services, bob, kb, wait_for=head, timeout=61)
