@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, overload
 
+from kbserver.changes import Tree
 from kbserver.index import SearchResult
 from kbserver.store import Change, CommitInfo, CommitPlan
 from kbserver.vectors import VectorHit
@@ -24,6 +25,7 @@ __all__ = [
     "Events",
     "Files",
     "Following",
+    "Job",
     "Repositories",
     "Repository",
     "TextSearch",
@@ -32,23 +34,17 @@ __all__ = [
 ]
 
 
-class Files(Protocol):
-    """The files of one version (`version` None: no version, no files), read lazily by path."""
+class Files(Tree, Protocol):
+    """The files of one version (`version` None: no version, no files), read lazily by path.
+
+    A `changes.Tree` (read, is_dir, names: what a write starts from) that also knows its version,
+    each file's content id and how to walk them.
+    """
 
     version: str | None
 
-    def read(self, path: str) -> bytes | None:
-        """The bytes of the file at `path`, or None when there is no file there."""
-        ...
-
     def blob_id(self, path: str) -> str | None:
         """The content id of the file at `path` (None: no file there)."""
-        ...
-
-    def is_dir(self, path: str) -> bool: ...
-
-    def names(self, folder: str) -> list[str]:
-        """The names of the files and folders directly in `folder` ("" for the top); [] if none."""
         ...
 
     def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:

@@ -118,7 +118,8 @@ class TreeView:
         self.tree_id = tree_id
         self.version = version
 
-    def _entry(self, path: str) -> tuple[int, bytes] | None:
+    def entry(self, path: str) -> tuple[int, bytes] | None:
+        """(git mode, object id) of whatever is at `path` (a file or a folder), or None: for the writer."""
         if self.tree_id is None:
             return None
         try:
@@ -129,7 +130,7 @@ class TreeView:
 
     def read(self, path: str) -> bytes | None:
         """The bytes of the file at `path`, or None when there is no file there."""
-        entry = self._entry(path)
+        entry = self.entry(path)
         if entry is None or not stat.S_ISREG(entry[0]):
             return None
         blob = self._repo.object(entry[1])
@@ -137,13 +138,13 @@ class TreeView:
         return blob.as_raw_string()
 
     def blob_id(self, path: str) -> str | None:
-        entry = self._entry(path)
+        entry = self.entry(path)
         if entry is None or not stat.S_ISREG(entry[0]):
             return None
         return entry[1].decode()
 
     def is_dir(self, path: str) -> bool:
-        entry = self._entry(path)
+        entry = self.entry(path)
         return entry is not None and stat.S_ISDIR(entry[0])
 
     def names(self, folder: str) -> list[str]:
@@ -152,7 +153,7 @@ class TreeView:
             return []
         tree_id: bytes = self.tree_id
         if folder:
-            entry = self._entry(folder)
+            entry = self.entry(folder)
             if entry is None or not stat.S_ISDIR(entry[0]):
                 return []
             tree_id = entry[1]
@@ -167,7 +168,7 @@ class TreeView:
         folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         start: bytes | None = self.tree_id
         if folder:
-            entry = self._entry(folder)
+            entry = self.entry(folder)
             start = entry[1] if entry and stat.S_ISDIR(entry[0]) else None
         if start is None:
             return

@@ -233,7 +233,7 @@ class Writer:
         view = self._repo.tree_view(new_tree, None)
         folders = {d for path in plan.changes for d in parent_dirs(path)}
         for folder in folders:  # the rewritten trees along the changed paths, for fsync
-            entry = view._entry(folder)
+            entry = view.entry(folder)
             if entry is not None:
                 objects.append(entry[1])
         commit = Commit()

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import types
 import typing
+from pathlib import Path
+
+import pytest
 
 from kbserver.control import ControlStore
 from kbserver.services import Services
@@ -29,8 +32,14 @@ _INTERFACES = {
 
 
 def _members(protocol: type) -> set[str]:
-    names = {n for n in vars(protocol) if not n.startswith("_")}
-    return names | set(getattr(protocol, "__annotations__", {}))
+    """The public methods and attributes of `protocol` and of the protocols it extends."""
+    names: set[str] = set()
+    for cls in protocol.__mro__:
+        if getattr(cls, "_is_protocol", False) and cls is not typing.Protocol:
+            names |= {n for n in vars(cls) if not n.startswith("_")} | set(
+                vars(cls).get("__annotations__", {})
+            )
+    return names
 
 
 def test_the_parts_of_services_are_typed_by_protocols() -> None:
@@ -58,6 +67,11 @@ def test_the_composition_roots_parts_have_every_member_of_their_interface(
     repo, writer = services.repos.get(kb)
     assert _missing(repo, Repository) == [] and _missing(writer, Writer) == []
     assert _missing(repo.view(repo.head()), Files) == []
-    assert {"version", "read", "walk", "resolve", "submit", "verify"} <= (
+    assert {"version", "read", "names", "walk", "resolve", "submit", "verify"} <= (
         _members(Files) | _members(Repository) | _members(Writer) | _members(Repositories)
     )  # the member listing itself sees annotations and methods
+
+
+def test_services_are_built_by_the_composition_root_not_from_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(TypeError, match="open_services"):
+        Services(tmp_path, *([None] * 7))  # type: ignore[arg-type]  # the old Services(data) call

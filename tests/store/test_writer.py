@@ -43,12 +43,12 @@ def test_commit_touches_only_changed_paths(repos: Repos) -> None:
     writer.submit(put({f"d{i}/e/f.md": b"x" for i in range(5)}))
     before = repo.view(repo.head())
     untouched = {p: before.blob_id(p) for p in ("d1/e/f.md", "d2/e/f.md")}
-    tree_d1 = before._entry("d1")
+    tree_d1 = before.entry("d1")
     version, parent, _ = writer.submit(put({"d0/e/f.md": b"changed"}))
     after = repo.view(version)
     assert parent == before.version
     assert {p: after.blob_id(p) for p in untouched} == untouched
-    assert after._entry("d1") == tree_d1  # sibling subtree reused, not rewritten
+    assert after.entry("d1") == tree_d1  # sibling subtree reused, not rewritten
     assert [c.path for c in repo.changes(parent, version)] == ["d0/e/f.md"]
     git_fsck(repos.path("demo"))
 
