@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Protocol
 
 from kbserver.core.errors import KBError, NotFound
+from kbserver.services.parts import Events, Repositories, Repository
 from kbserver.services.progress import Progress
-from kbserver.store import Change, KBRepo, Repos
-from kbserver.store.feed import Covered, Damaged, Feed, Head
+from kbserver.store import Change
+from kbserver.store.feed import Covered, Damaged, Head
 
 __all__ = ["Delta", "Follower", "Sink", "SinkDamaged"]
 
@@ -87,8 +88,8 @@ class Follower:
 
     def __init__(
         self,
-        repos: Repos,
-        feed: Feed,
+        repos: Repositories,
+        feed: Events,
         sinks: Sequence[Sink],
         progress: Progress,
         lock_path: Path,
@@ -310,7 +311,7 @@ class Follower:
         self._feed.covered(sink.name, slug, head)
 
 
-def _ancestor(repo: KBRepo, base: str, head: str) -> bool:
+def _ancestor(repo: Repository, base: str, head: str) -> bool:
     try:
         return repo.resolve(base) == base and repo.reaches(head, base)
     except (KBError, KeyError):

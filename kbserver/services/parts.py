@@ -19,9 +19,11 @@ from typing import Protocol, overload
 from kbserver.changes import Tree
 from kbserver.index import SearchResult
 from kbserver.store import Change, CommitInfo, CommitPlan
+from kbserver.store.feed import Record
 from kbserver.vectors import VectorHit
 
 __all__ = [
+    "EventReader",
     "Events",
     "Files",
     "Following",
@@ -194,8 +196,22 @@ class VectorSearch(Protocol):
         ...
 
 
+class EventReader(Protocol):
+    """Tails the events from where it was opened."""
+
+    def poll(self) -> tuple[list[Record], bool]:
+        """(the records since the last poll, whether some may have been missed: then reconcile)."""
+        ...
+
+    def close(self) -> None: ...
+
+
 class Events(Protocol):
     """The feed every process sees: new heads, what sinks cover, damaged sinks."""
+
+    def reader(self) -> EventReader:
+        """A reader of the events from now on."""
+        ...
 
     def head(self, slug: str, version: str) -> None:
         """`version` is main's new head of `slug`."""
