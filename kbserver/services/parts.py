@@ -195,6 +195,13 @@ class VectorSearch(Protocol):
         """The files most similar to `query` and the version the vectors cover. Raises Unavailable."""
         ...
 
+    def similarities(
+        self, slug: str, text: str, others: Sequence[str], *, as_query: bool, embed_limit: int = 32
+    ) -> list[float | None]:
+        """The cosine similarity of `text` (a query, or a passage) to each of `others`, in order (None:
+        no vector yet, beyond `embed_limit` embedded on the spot). Raises Unavailable."""
+        ...
+
 
 class EventReader(Protocol):
     """Tails the events from where it was opened."""
