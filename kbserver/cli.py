@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import io
 import json
 import signal
 import socket
@@ -27,7 +28,8 @@ __all__ = ["main"]
 @contextlib.contextmanager
 def _progress(label: str, total: int | None = None) -> Iterator[Callable[..., None]]:
     """A progress bar on stderr (rich). On a terminal it redraws in place; when stderr is a file or
-    a pipe (a log) nothing is redrawn: rich prints the final state once, as one plain line."""
+    a pipe (a log) nothing is redrawn: rich prints the final state once, as one plain line, and
+    only when the command succeeded."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -38,7 +40,14 @@ def _progress(label: str, total: int | None = None) -> Iterator[Callable[..., No
         def update(done: int, of: int | None = None) -> None:
             bar.update(task, completed=done, total=of if of is not None else total)
 
-        yield update
+        try:
+            yield update
+        except BaseException:
+            # A refused command prints only its one `error: CODE: MESSAGE` line: no final bar.
+            bar.live.transient = True
+            if not bar.console.is_terminal:
+                bar.console.file = io.StringIO()
+            raise
 
 
 def _summed(update: Callable[..., None]) -> Callable[[int], None]:

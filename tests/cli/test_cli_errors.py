@@ -190,3 +190,39 @@ def test_a_data_path_that_is_a_file_is_refused(tmp_path: Path) -> None:
     proc = run("kb", "create", "team", "--data", str(file))
     assert_one_error_line(proc, "invalid_request", "not a folder")
     assert file.read_text() == "x"
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["mount", "team", "{tmp}/out", "--version", "deadbeef"], "invalid_request"),
+        (["mount", "nokb", "{tmp}/out"], "not_found"),
+        (["import", "team", "{tmp}/nofolder"], "invalid_request"),
+        (["import", "Bad_slug", "{tmp}"], "invalid_request"),
+        (["reindex", "nokb"], "not_found"),
+    ],
+)
+def test_a_refused_command_with_a_progress_bar_prints_only_its_error(
+    tmp_path: Path, args: list[str], code: str
+) -> None:
+    """stderr is a pipe here: the bar's final state is printed only when the command succeeds."""
+    data = tmp_path / "data"
+    assert run("kb", "create", "team", "--data", str(data)).returncode == 0
+    head = subprocess.run(
+        ["git", "--git-dir", str(data / "kbs" / "team.git"), "rev-parse", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    proc = run(*[a.format(tmp=tmp_path) for a in args], "--data", str(data))
+    assert_one_error_line(proc, code)
+    assert not (tmp_path / "out").exists()
+    assert (
+        subprocess.run(
+            ["git", "--git-dir", str(data / "kbs" / "team.git"), "rev-parse", "main"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        == head
+    )
