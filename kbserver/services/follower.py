@@ -5,6 +5,10 @@ rebuild is a diff from nothing. New heads come from this process's writers (`not
 data folder's feed, which every process appends to. One process per data folder follows at a time
 (it holds `follower.lock`); the others stand by, learn the sinks' progress from the feed, and take
 over when the lock frees. Readers never repair a sink: they `report_damaged`, the follower rebuilds.
+
+Each sink has a thread of its own: a slow sink (embedding costs tens of milliseconds a passage)
+never holds up a fast one (the keyword index), so a write is searchable by its words as soon as the
+index has it, whatever the vectors are doing.
 """
 
 from __future__ import annotations
@@ -83,6 +87,58 @@ class _Failure:
     retry_at: float
 
 
+class _SinkWorker:
+    """The thread that applies one sink's deltas, and its own housekeeping when commits pause."""
+
+    def __init__(self, follower: Follower, sink: Sink) -> None:
+        self.follower = follower
+        self.sink = sink
+        self.cond = threading.Condition()
+        self.pending: set[str] = set()
+        self.stopping = False
+        self.last_apply = 0.0
+        self.idle_stage = 0
+        self.thread = threading.Thread(target=self._loop, name=f"kbserver-sink-{sink.name}", daemon=True)
+
+    def add(self, slugs: set[str]) -> None:
+        with self.cond:
+            self.pending |= slugs
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+
+    def _loop(self) -> None:
+        f = self.follower
+        while True:
+            with self.cond:
+                if not self.pending and not self.stopping:
+                    self.cond.wait(timeout=f._poll)
+                if self.stopping:
+                    return
+                slugs, self.pending = set(self.pending), set()
+            now = time.monotonic()
+            slugs.update(f._due(self.sink.name, now))
+            for slug in sorted(slugs):
+                if f._follow_sink(self.sink, slug):
+                    self.last_apply, self.idle_stage = time.monotonic(), 0
+            quiet = time.monotonic() - self.last_apply
+            if self.idle_stage < 1 and quiet >= SHORT_PAUSE_SECONDS:
+                self.idle_stage = 1  # a breath between commits: what cannot wait for a pause
+                self._housekeeping(paused=False)
+            if self.idle_stage < 2 and quiet >= IDLE_SECONDS:
+                self.idle_stage = 2  # commits paused: everything
+                self._housekeeping(paused=True)
+
+    def _housekeeping(self, paused: bool) -> None:
+        try:
+            self.sink.idle(paused)
+        except Exception:
+            log.exception("housekeeping of sink %s failed; it will be retried", self.sink.name)
+
+
 class Follower:
     """Keeps every sink equal to main for every KB, in a background thread."""
 
@@ -109,11 +165,10 @@ class Follower:
         self._pending: set[str] = set()
         self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) reported damaged: rebuild
         self._failures: dict[tuple[str, str], _Failure] = {}
-        self._slug_locks: dict[str, threading.Lock] = {}
+        self._locks: dict[tuple[str, str], threading.Lock] = {}  # (sink, slug): one catch-up at a time
         self._thread: threading.Thread | None = None
+        self._workers: list[_SinkWorker] = []
         self._stopping = False
-        self._last_apply = 0.0
-        self._idle_stage = 0
 
     # -- lifecycle ---------------------------------------------------------------------------------
     @property
@@ -126,6 +181,9 @@ class Follower:
         if self._thread is not None:
             return
         self._stopping = False
+        self._workers = [_SinkWorker(self, sink) for sink in self.sinks]
+        for worker in self._workers:
+            worker.thread.start()
         self._thread = threading.Thread(target=self._loop, name="kbserver-follower", daemon=True)
         self._thread.start()
 
@@ -133,9 +191,14 @@ class Follower:
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
+        for worker in self._workers:
+            worker.stop()
         if self._thread is not None:
             self._thread.join(timeout=60)
             self._thread = None
+        for worker in self._workers:
+            worker.thread.join(timeout=60)
+        self._workers = []
         self._release()
 
     def _try_lead(self) -> bool:
@@ -212,54 +275,49 @@ class Follower:
                 if rotated or now >= next_reconcile:
                     slugs.update(self._repos.slugs())
                     next_reconcile = now + RECONCILE_SECONDS
-                slugs.update(slug for (_, slug), f in self._failures.items() if f.retry_at <= now)
-                for slug in sorted(slugs):
-                    self._follow(slug)
-                quiet = time.monotonic() - self._last_apply
-                if self._idle_stage < 1 and quiet >= SHORT_PAUSE_SECONDS:
-                    self._idle_stage = 1  # a breath between commits: what cannot wait for a pause
-                    self._housekeeping(paused=False)
-                if self._idle_stage < 2 and quiet >= IDLE_SECONDS:
-                    self._idle_stage = 2  # commits paused: everything
-                    self._housekeeping(paused=True)
+                if slugs:
+                    for worker in self._workers:  # each sink follows in its own thread
+                        worker.add(slugs)
         finally:
             reader.close()
 
-    def _housekeeping(self, paused: bool) -> None:
-        for sink in self.sinks:
-            try:
-                sink.idle(paused)
-            except Exception:
-                log.exception("housekeeping of sink %s failed; it will be retried", sink.name)
-
     # -- following one KB ----------------------------------------------------------------------------
-    def _slug_lock(self, slug: str) -> threading.Lock:
+    def _lock(self, sink: str, slug: str) -> threading.Lock:
         with self._cond:
-            return self._slug_locks.setdefault(slug, threading.Lock())
+            return self._locks.setdefault((sink, slug), threading.Lock())
 
-    def _follow(self, slug: str) -> None:
-        now = time.monotonic()
-        for sink in self.sinks:
+    def _due(self, sink: str, now: float) -> set[str]:
+        """The KBs whose failed catch-up of `sink` is due for a retry."""
+        with self._cond:
+            return {slug for (name, slug), f in self._failures.items() if name == sink and f.retry_at <= now}
+
+    def _follow_sink(self, sink: Sink, slug: str) -> bool:
+        """Bring one sink of one KB to main's head (in that sink's thread); True if it applied a delta."""
+        if not self.leading:
+            return False
+        with self._cond:
             failure = self._failures.get((sink.name, slug))
-            if failure is not None and failure.retry_at > now:
-                continue
+            if failure is not None and failure.retry_at > time.monotonic():
+                return False
+            rebuild = (sink.name, slug) in self._rebuild
+            self._rebuild.discard((sink.name, slug))
+        try:
+            applied = self._catch_up_one(sink, slug, rebuild, None)
+        except NotFound:
+            return False  # the KB is gone
+        except Exception as e:
+            attempts = failure.attempts + 1 if failure else 1
+            pause = RETRY_SECONDS[min(attempts, len(RETRY_SECONDS)) - 1]
             with self._cond:
-                rebuild = (sink.name, slug) in self._rebuild
-                self._rebuild.discard((sink.name, slug))
-            try:
-                self.catch_up(slug, rebuild=rebuild, sinks=[sink.name])
-            except NotFound:
-                return  # the KB is gone
-            except Exception as e:
-                attempts = failure.attempts + 1 if failure else 1
-                pause = RETRY_SECONDS[min(attempts, len(RETRY_SECONDS)) - 1]
                 self._failures[(sink.name, slug)] = _Failure(attempts, time.monotonic() + pause)
-                self._progress.fail(sink.name, slug, f"{type(e).__name__}: {e}")
-                log.exception(
-                    "sink %s failed on KB %s (attempt %d); retrying in %g s", sink.name, slug, attempts, pause
-                )
-            else:
-                self._failures.pop((sink.name, slug), None)
+            self._progress.fail(sink.name, slug, f"{type(e).__name__}: {e}")
+            log.exception(
+                "sink %s failed on KB %s (attempt %d); retrying in %g s", sink.name, slug, attempts, pause
+            )
+            return False
+        with self._cond:
+            self._failures.pop((sink.name, slug), None)
+        return applied
 
     def catch_up(
         self,
@@ -274,25 +332,32 @@ class Follower:
         For the follower's own thread and for `kbserver reindex`; never called by a reader.
         Raises NotFound for an unknown KB and whatever a sink raises.
         """
+        head = self._repos.repo(slug).head()
+        for sink in self.sinks:
+            if sinks is None or sink.name in sinks:
+                self._catch_up_one(sink, slug, rebuild, progress)
+        return head
+
+    def _catch_up_one(
+        self, sink: Sink, slug: str, rebuild: bool, progress: Callable[[int], None] | None
+    ) -> bool:
+        """One sink of `slug` to main's head, rebuilt when damaged; True if a delta was applied."""
         repo = self._repos.repo(slug)
-        chosen = [s for s in self.sinks if sinks is None or s.name in sinks]
-        with self._slug_lock(slug):
+        with self._lock(sink.name, slug):
             head = repo.head()
             if head is None:
-                return None
-            for sink in chosen:
-                try:
-                    self._catch_up_sink(sink, slug, head, rebuild, progress)
-                except SinkDamaged as e:
-                    log.warning("sink %s of KB %s is damaged (%s); rebuilding it", sink.name, slug, e)
-                    self._progress.record(sink.name, slug, None)
-                    sink.reset(slug)
-                    self._catch_up_sink(sink, slug, head, True, progress)
-            return head
+                return False
+            try:
+                return self._catch_up_sink(sink, slug, head, rebuild, progress)
+            except SinkDamaged as e:
+                log.warning("sink %s of KB %s is damaged (%s); rebuilding it", sink.name, slug, e)
+                self._progress.record(sink.name, slug, None)
+                sink.reset(slug)
+                return self._catch_up_sink(sink, slug, head, True, progress)
 
     def _catch_up_sink(
         self, sink: Sink, slug: str, head: str, rebuild: bool, progress: Callable[[int], None] | None
-    ) -> None:
+    ) -> bool:
         repo = self._repos.repo(slug)
         if rebuild:  # a delta from nothing; the sink replaces what it had (the index swaps atomically)
             base = None
@@ -300,15 +365,14 @@ class Follower:
             base = sink.covered(slug)
             if base == head:
                 self._progress.record(sink.name, slug, head)
-                return
+                return False
         if base is not None and not _ancestor(repo, base, head):
             base = None  # not on main (the KB was recreated, the sink is foreign): start from nothing
         changes = repo.changes(base, head)
         sink.apply(Delta(slug, head, base, changes, repo.blob, progress))
-        self._last_apply = time.monotonic()
-        self._idle_stage = 0
         self._progress.record(sink.name, slug, head)
         self._feed.covered(sink.name, slug, head)
+        return True
 
 
 def _ancestor(repo: Repository, base: str, head: str) -> bool:

@@ -117,6 +117,42 @@ def test_a_failing_sink_is_retried_and_reported_while_the_index_keeps_going(
     assert services.progress.error("files", "notes") is None
 
 
+class SlowSink(FileSink):
+    """A FileSink whose `apply` waits for `release` (a model taking its time over embeddings)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder, name="slow")
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def apply(self, delta: Delta) -> None:
+        self.started.set()
+        assert self.release.wait(120), "the test never released the slow sink"
+        super().apply(delta)
+
+
+def test_the_index_never_waits_for_a_slow_sink(tmp_path: Path) -> None:
+    slow = SlowSink(tmp_path / "slow-sink")
+    services = open_services(tmp_path / "data", sinks=[slow])
+    services.start()
+    try:
+        kbs.create(services, ADMIN, "notes")
+        assert slow.started.wait(60)  # the slow sink is busy with the first version...
+        versions = [_write(services, "notes", f"n{i}.md", f"kittiwake number{i}") for i in range(3)]
+        # ...while the index follows every write, in its own thread.
+        assert services.progress.wait_blocking("notes", versions[-1], 60, ["index"])
+        found = services.search_index.search("notes", "kittiwake", limit=10).hits
+        assert sorted(h.path for h in found) == ["n0.md", "n1.md", "n2.md"]
+        assert not services.progress.covers("notes", versions[-1], ["slow"])
+        assert slow.covered("notes") is None
+        slow.release.set()
+        assert services.progress.wait_blocking("notes", versions[-1], 60, ["slow"])
+        assert set(slow.load("notes")["files"]) == {"README.md", "n0.md", "n1.md", "n2.md"}  # type: ignore[arg-type]
+    finally:
+        slow.release.set()
+        services.close()
+
+
 def test_sinks_resume_from_what_they_recorded(tmp_path: Path) -> None:
     sink = FileSink(tmp_path / "files-sink")
     first = open_services(tmp_path / "data", sinks=[sink])
