@@ -41,18 +41,30 @@ class Ranked:
     score: float
 
 
-def _min_max(ranking: Sequence[Ranked]) -> dict[str, float]:
-    """Scores scaled to [0, 1] within one list; a list whose scores are all equal scales to 1."""
+def _min_max(ranking: Sequence[Ranked], floor: float | None = None) -> dict[str, float]:
+    """Scores scaled to [0, 1] within one list (from `floor` when the list is the top of a longer
+    one whose lowest score that is); a list whose scores are all equal scales to 1."""
     if not ranking:
         return {}
-    low = min(r.score for r in ranking)
+    low = min(r.score for r in ranking) if floor is None else min(floor, *(r.score for r in ranking))
     high = max(r.score for r in ranking)
     span = high - low
     return {r.key: (r.score - low) / span if span > 0 else 1.0 for r in ranking}
 
 
-def fuse(keyword: Sequence[Ranked], semantic: Sequence[Ranked], fusion: Fusion | None = None) -> list[Ranked]:
+def fuse(
+    keyword: Sequence[Ranked],
+    semantic: Sequence[Ranked],
+    fusion: Fusion | None = None,
+    *,
+    semantic_floor: float | None = None,
+) -> list[Ranked]:
     """Every key of either list, best first, with its fused score; ties broken by key.
+
+    `semantic` may be the top k of a longer ranking (with any ties of the k-th, and every key of
+    `keyword`) whose lowest score is `semantic_floor`: the normalisation is then that of the whole
+    ranking, and the first k places come out as if it were passed in full, since a key left out
+    scores less than each of those k (for a keyword weight below 1).
 
     Convex: `w * norm(bm25) + (1 - w) * norm(cosine)`, a key missing from a list counting 0 there.
     RRF: `sum 1 / (k + rank)` over the lists that hold the key (ranks from 1).
@@ -67,6 +79,6 @@ def fuse(keyword: Sequence[Ranked], semantic: Sequence[Ranked], fusion: Fusion |
         w = fusion.keyword_weight
         for key, value in _min_max(keyword).items():
             scores[key] = scores.get(key, 0.0) + w * value
-        for key, value in _min_max(semantic).items():
+        for key, value in _min_max(semantic, semantic_floor).items():
             scores[key] = scores.get(key, 0.0) + (1.0 - w) * value
     return [Ranked(k, s) for k, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from kbserver.core.model import Caller
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
-from kbserver.vectors import VectorHit
+from kbserver.vectors import Ranking, VectorHit
 
-__all__ = ["enabled", "search", "similarities"]
+__all__ = ["enabled", "ranked", "search", "similarities"]
 
 
 def enabled(services: Services) -> bool:
@@ -53,3 +53,26 @@ def similarities(
     if services.vectors is None:
         return None
     return services.vectors.similarities(slug, text, others, as_query=as_query, embed_limit=embed_limit)
+
+
+def ranked(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    query: str,
+    *,
+    limit: int,
+    prefix: str | None = None,
+    allow: Callable[[str], bool] | None = None,
+    include: Collection[str] = (),
+) -> Ranking:
+    """The `limit` best files (plus ties with the last, plus those of `include`), which files have
+    a vector at all (those written since the vectors last caught up have none yet) and the lowest
+    score of all, for a fusion. Raises NotFound, Unavailable."""
+    require_read(services, caller, slug)
+    if services.vectors is None:
+        return Ranking([], frozenset(), None)
+    ranking, _version = services.vectors.ranked(
+        slug, query, limit=max(0, limit), prefix=prefix, allow=allow, include=include
+    )
+    return ranking

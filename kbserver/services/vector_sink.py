@@ -11,13 +11,21 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
 from kbserver.services.follower import Delta, SinkDamaged
-from kbserver.vectors import Embedder, PassageCache, VectorHit, VectorStore, content_digest, similarities
+from kbserver.vectors import (
+    Embedder,
+    PassageCache,
+    Ranking,
+    VectorHit,
+    VectorStore,
+    content_digest,
+    similarities,
+)
 
 __all__ = ["VECTOR_SINK", "VectorSink", "embedded_text"]
 
@@ -124,11 +132,29 @@ class VectorSink:
         A KB whose vectors are not built yet has no hits and no version. Raises Unavailable while
         the folder is damaged (the follower rebuilds it).
         """
+        ranking, version = self.ranked(slug, query, limit=limit, prefix=prefix, allow=allow)
+        return ranking.hits[: max(0, limit)], version
+
+    def ranked(
+        self,
+        slug: str,
+        query: str,
+        *,
+        limit: int = 10,
+        prefix: str | None = None,
+        allow: Callable[[str], bool] | None = None,
+        include: Collection[str] = (),
+    ) -> tuple[Ranking, str | None]:
+        """`search` as a Ranking (with the paths that have a vector, and the lowest score), and the
+        version the vectors cover. Raises Unavailable while the folder is damaged."""
         if not (self._folder / slug / "vectors.db").exists():
-            return [], None
+            return Ranking([], frozenset(), None), None
         try:
             with self._pool.lease(slug) as vs:
-                return vs.search(query, limit=limit, prefix=prefix, allow=allow), vs.covered_version()
+                return (
+                    vs.ranked(query, limit=limit, prefix=prefix, allow=allow, include=include),
+                    vs.covered_version(),
+                )
         except sqlite3.DatabaseError as e:
             self._pool.drop(slug)
             log.warning("vectors of KB %s are damaged (%s); the follower rebuilds them", slug, e)

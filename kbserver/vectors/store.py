@@ -18,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from kbserver.vectors.embedder import Embedder
 
-__all__ = ["VectorHit", "VectorStore"]
+__all__ = ["Ranking", "VectorHit", "VectorStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -41,6 +41,15 @@ _BATCH = 32  # passages per embedder call: big enough to amortise the call, smal
 class VectorHit:
     path: str
     score: float  # cosine similarity in [-1, 1]
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """The best files for a query and what a fusion needs to know about the rest."""
+
+    hits: list[VectorHit]  # at least `limit` best (when there are), plus any tying with the last
+    covered: frozenset[str]  # every path that has a vector (the others are not embedded yet)
+    floor: float | None  # the lowest score among all the files ranked (None: none ranked)
 
 
 def _sha256(text: str) -> str:
@@ -62,6 +71,7 @@ class VectorStore:
         self._lock = threading.Lock()
         self._seen_data_version: int | None = None
         self._paths: list[str] = []
+        self._covered: frozenset[str] = frozenset()
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         if self._meta("embedder") not in (None, embedder.name):
             self._reset()  # another model's vectors cannot be compared with this one's
@@ -182,6 +192,7 @@ class VectorStore:
                 "SELECT path.path, blob.vector FROM path JOIN blob USING (sha256) ORDER BY path.path"
             ).fetchall()
             self._paths = [str(r[0]) for r in rows]
+            self._covered = frozenset(self._paths)
             dim = self.embedder.dim
             buffer = b"".join(r[1] for r in rows)
             self._matrix = (
@@ -202,23 +213,50 @@ class VectorStore:
     ) -> list[VectorHit]:
         """The `limit` files most similar to `query` (cosine, best first), among those under `prefix`
         and accepted by `allow`. Ties are broken by path, so results are deterministic."""
-        if limit <= 0:
-            return []
-        vector = self.embedder.query(query)
+        return self.ranked(query, limit=limit, prefix=prefix, allow=allow).hits[: max(0, limit)]
+
+    def ranked(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        prefix: str | None = None,
+        allow: Callable[[str], bool] | None = None,
+        include: Collection[str] = (),
+    ) -> Ranking:
+        """The `limit` best files as in `search` plus those tying with the last and those of
+        `include` (the other ranking's candidates, for a fusion), the paths that have a vector and
+        the lowest score of all files under `prefix` accepted by `allow` (so a min-max normalisation
+        of the few equals that of the whole ranking)."""
         with self._lock:
             paths, matrix = self._fresh_matrix()
-        if not paths:
-            return []
+            covered = self._covered
+        if limit <= 0 or not paths:
+            return Ranking([], covered, None)
+        vector = self.embedder.query(query)
+        keep = np.fromiter(
+            (
+                i
+                for i, p in enumerate(paths)
+                if (prefix is None or p.startswith(prefix)) and (allow is None or allow(p))
+            ),
+            dtype=np.int64,
+        )
+        if not len(keep):
+            return Ranking([], covered, None)
         # Rounded: BLAS may give two equal rows results that differ in the last bit, and equal
-        # contents must tie, so that the path decides between them.
-        scores = np.round(matrix @ vector, 6)
-        keep = [
-            i
-            for i, p in enumerate(paths)
-            if (prefix is None or p.startswith(prefix)) and (allow is None or allow(p))
-        ]
-        ranked = sorted(keep, key=lambda i: (-float(scores[i]), paths[i]))[:limit]
-        return [VectorHit(paths[i], float(scores[i])) for i in ranked]
+        # contents must tie, so that the path (the row order) decides between them.
+        scores = np.round(matrix @ vector, 6)[keep]
+        floor = float(scores.min())
+        if len(keep) > limit:  # every row scoring at least the limit-th best, ties included
+            worst = np.partition(-scores, limit - 1)[limit - 1]
+            chosen = -scores <= worst
+            if include:
+                wanted = set(include)
+                chosen |= np.fromiter((paths[int(i)] in wanted for i in keep), dtype=bool, count=len(keep))
+            keep, scores = keep[chosen], scores[chosen]
+        order = np.lexsort((keep, -scores))
+        return Ranking([VectorHit(paths[int(keep[i])], float(scores[i])) for i in order], covered, floor)
 
     def cached(self, digests: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """The vectors this folder holds for the contents whose sha256 are `digests` (under any path,

@@ -71,3 +71,21 @@ def test_bad_settings_are_refused() -> None:
         Fusion(keyword_weight=1.5)
     with pytest.raises(ValueError, match="rrf_k"):
         Fusion(method="rrf", rrf_k=0)
+
+
+@given(kw=rankings, sem=rankings, k=st.integers(1, 12), w=st.floats(0, 0.99))
+def test_the_top_of_a_ranking_with_its_floor_fuses_like_the_whole(
+    kw: list[Ranked], sem: list[Ranked], k: int, w: float
+) -> None:
+    """memory_search passes only the best k by meaning, the keyword candidates' scores by meaning
+    and the lowest score of all: the first k places must be those of fusing the whole ranking."""
+    fusion = Fusion(keyword_weight=w)
+    whole = fuse(kw, sem, fusion)
+    if len(sem) > k:  # keep ties with the k-th, as the vector store does
+        cut = sem[k - 1].score
+        top = [r for r in sem if r.score >= cut or r.key in {x.key for x in kw}]
+    else:
+        top = sem
+    floor = min((r.score for r in sem), default=None)
+    part = fuse(kw, top, fusion, semantic_floor=floor)
+    assert [(r.key, pytest.approx(r.score)) for r in part[:k]] == [(r.key, r.score) for r in whole[:k]]

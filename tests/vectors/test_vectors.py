@@ -229,3 +229,14 @@ def test_search_equals_brute_force_cosine(
         assert scores[before] >= scores[after] - 1e-5
     if paths:
         assert all(scores[p] <= scores[paths[-1]] + 1e-5 for p in candidates if p not in paths)
+    # The ranking a fusion gets: the same best files, every file asked for, the lowest score of all.
+    include = sorted(candidates)[::2]
+    ranking = shared.ranked(query, limit=limit, prefix=prefix, include=include)
+    ranked = [h.path for h in ranking.hits]
+    assert ranked[: len(paths)] == paths or limit == 0
+    if limit > 0:
+        assert set(include) <= set(ranked)
+        assert set(ranked) <= set(candidates)
+        want_floor = min(scores.values()) if scores else None
+        assert ranking.floor == (pytest.approx(want_floor, abs=1e-5) if scores else None)
+    assert ranking.covered == frozenset(files)
