@@ -13,18 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
-from kbserver.core.model import Create, Delete, Overwrite
+from kbserver.core.model import Create, Delete, FileChange, Overwrite
+from kbserver.dialects.catalog import Catalog, Snapshot
 from kbserver.dialects.memory_records import (
     FOLDER,
     Memory,
     check_id,
-    most_similar,
     new_id,
     now_iso,
     parse_memory,
@@ -32,7 +30,8 @@ from kbserver.dialects.memory_records import (
     render_memory,
     visible,
 )
-from kbserver.dialects.session import DialectCall, retry_stale
+from kbserver.dialects.session import DialectCall, Written, retry_stale
+from kbserver.dialects.typed_records import terms
 from kbserver.services import search as search_service
 from kbserver.services import semantic
 from kbserver.services.hybrid import Fusion, Ranked, fuse
@@ -56,49 +55,24 @@ MAX_LIMIT = 100
 SIMILAR_THRESHOLD = 0.5
 """Word overlap (Jaccard) from which `memory_add` reports an existing memory as `similar`."""
 _CANDIDATES = 100  # keyword and semantic candidates fused per search
+_SIMILAR_LIMIT = 5  # look-alikes returned by memory_add
 _TOOL_SET = "memory"
 
 
-# -- the catalogue: every memory of a KB, parsed once per content ------------------------------------
-class _Catalog:
-    """path -> (sha256, memory) of one KB's memories/ folder, re-read only where a sha256 changed."""
+# -- the catalogue: every memory of a KB, kept in step with main --------------------------------------
+def _parse(path: str, text: str) -> Memory | None:
+    memory = parse_memory(text)
+    if memory is None or memory.path != path:
+        return None  # a file written by hand, or a copy under another name: not a memory of this set
+    return memory
 
-    def __init__(self) -> None:
-        self.entries: dict[str, tuple[str, Memory | None]] = {}
-        self.lock = threading.Lock()
 
-
-_catalogs: OrderedDict[tuple[int, str], _Catalog] = OrderedDict()
-_catalogs_lock = threading.Lock()
-_MAX_CATALOGS = 64
+_CATALOG: Catalog[Memory] = Catalog(FOLDER, _parse, lambda m: terms(m.content))
 
 
 def catalog(call: DialectCall, slug: str) -> dict[str, Memory]:
-    """The current memories of `slug` (parsed files of memories/), whoever may see them."""
-    key = (id(call.services), slug)
-    with _catalogs_lock:
-        cat = _catalogs.get(key)
-        if cat is None:
-            cat = _catalogs[key] = _Catalog()
-            while len(_catalogs) > _MAX_CATALOGS:
-                _catalogs.popitem(last=False)
-        _catalogs.move_to_end(key)
-    listing = call.entries(slug, FOLDER)
-    with cat.lock:
-        for path in set(cat.entries) - set(listing):
-            del cat.entries[path]
-        for path, (_size, sha256) in listing.items():
-            known = cat.entries.get(path)
-            if known is not None and known[0] == sha256:
-                continue
-            current = call.read(slug, path)
-            if current is None:
-                continue
-            memory = parse_memory(current.content)
-            if memory is not None and memory.path != path:
-                memory = None  # a copy under another name: not a memory of this set
-            cat.entries[path] = (current.sha256, memory)
-        return {p: m for p, (_s, m) in cat.entries.items() if m is not None}
+    """The current memories of `slug` (parsed files of memories/), whoever may see them. Raises NotFound."""
+    return dict(_CATALOG.snapshot(call, slug).records)
 
 
 def _agent(call: DialectCall) -> str | None:
@@ -143,13 +117,29 @@ def _metadata(value: object) -> dict[str, Any]:
     return dict(value)
 
 
-def _find(call: DialectCall, slug: str, memory_id: object) -> Memory:
-    """The memory `memory_id` as the caller may see it. Raises NotFound (also for another's scoped one)."""
+def _find(call: DialectCall, slug: str, memory_id: object) -> tuple[Memory, str]:
+    """The memory `memory_id` as the caller may see it, and its file's sha256 (for expected_sha256).
+    Raises NotFound (also for another agent's scoped memory)."""
     checked = check_id(memory_id)
-    memory = catalog(call, slug).get(f"{FOLDER}{checked}.md") if checked else None
+    snapshot: Snapshot[Memory] = _CATALOG.snapshot(call, slug)
+    path = f"{FOLDER}{checked}.md"
+    memory = snapshot.records.get(path) if checked else None
     if memory is None or not visible(memory, _agent(call)):
         raise NotFound(f"no memory {memory_id!r} in KB {slug}", id=memory_id)
-    return memory
+    return memory, snapshot.sha256s[path]
+
+
+def _write(
+    call: DialectCall, slug: str, change: FileChange, text: str | None, message: str
+) -> tuple[Written, dict[str, object]]:
+    """One version of one memory file; the catalogue moves along (no diff), and the result's
+    `taskId` (plus `proposal` for a read_write_ask agent)."""
+    written = call.write(slug, [change], message, _TOOL_SET)
+    _CATALOG.note(call, slug, written, {change.path: text})
+    out: dict[str, object] = {"taskId": written.version}
+    if written.proposal is not None:
+        out["proposal"] = written.proposal
+    return written, out
 
 
 def _result(memory: Memory, score: float | None = None) -> dict[str, object]:
@@ -202,18 +192,18 @@ def memory_add(
         createdAt=now,
         updatedAt=now,
     )
-    seen = [m for m in catalog(call, slug).values() if visible(m, _agent(call))]
-    similar = most_similar(text, seen, SIMILAR_THRESHOLD)
-    written = call.write(
+    agent = _agent(call)
+    found = _CATALOG.similar(call, slug, terms(text), SIMILAR_THRESHOLD, lambda m: visible(m, agent))
+    similar = [{"id": m.id, "content": m.content, "score": round(s, 4)} for s, m in found[:_SIMILAR_LIMIT]]
+    rendered = render_memory(memory)
+    _, out = _write(
+        call,
         slug,
-        [Create(path=memory.path, mode="create", content=render_memory(memory))],
+        Create(path=memory.path, mode="create", content=rendered),
+        rendered,
         f"memory: add {memory.id}: {_first_line(text)}",
-        _TOOL_SET,
     )
-    out: dict[str, object] = {"id": memory.id, "taskId": written.version, "similar": similar}
-    if written.proposal is not None:
-        out["proposal"] = written.proposal
-    return out
+    return {"id": memory.id, **out, "similar": similar}
 
 
 def memory_update(
@@ -235,10 +225,7 @@ def memory_update(
     scope = None if agentId is None else _scope(call, agentId)
 
     def attempt() -> dict[str, object]:
-        old = _find(call, slug, id)
-        current = call.read(slug, old.path)
-        if current is None:
-            raise NotFound(f"no memory {id!r} in KB {slug}", id=id)
+        old, sha256 = _find(call, slug, id)
         now = now_iso()
         meta = dict(old.metadata if new_meta is None else new_meta)
         history = [h for h in old.metadata.get("history", []) if isinstance(h, dict)]
@@ -256,23 +243,15 @@ def memory_update(
                 "updatedAt": now,
             }
         )
-        written = call.write(
+        rendered = render_memory(updated)
+        _, out = _write(
+            call,
             slug,
-            [
-                Overwrite(
-                    path=old.path,
-                    mode="overwrite",
-                    content=render_memory(updated),
-                    expected_sha256=current.sha256,
-                )
-            ],
+            Overwrite(path=old.path, mode="overwrite", content=rendered, expected_sha256=sha256),
+            rendered,
             f"memory: update {old.id}: {_first_line(text)}",
-            _TOOL_SET,
         )
-        out: dict[str, object] = {"id": old.id, "taskId": written.version}
-        if written.proposal is not None:
-            out["proposal"] = written.proposal
-        return out
+        return {"id": old.id, **out}
 
     return retry_stale(attempt)
 
@@ -282,24 +261,15 @@ def memory_delete(call: DialectCall, id: str, *, kb: str | None = None) -> dict[
     slug = call.kb(kb)
 
     def attempt() -> dict[str, object]:
-        old = _find(call, slug, id)
-        current = call.read(slug, old.path)
-        if current is None:
-            raise NotFound(f"no memory {id!r} in KB {slug}", id=id)
-        written = call.write(
+        old, sha256 = _find(call, slug, id)
+        written, out = _write(
+            call,
             slug,
-            [Delete(path=old.path, mode="delete", expected_sha256=current.sha256)],
+            Delete(path=old.path, mode="delete", expected_sha256=sha256),
+            None,
             f"memory: delete {old.id}: {_first_line(old.content)}",
-            _TOOL_SET,
         )
-        out: dict[str, object] = {
-            "id": old.id,
-            "deleted": written.proposal is None,
-            "taskId": written.version,
-        }
-        if written.proposal is not None:
-            out["proposal"] = written.proposal
-        return out
+        return {"id": old.id, "deleted": written.proposal is None, **out}
 
     return retry_stale(attempt)
 
@@ -351,32 +321,52 @@ def memory_search(
                 return False
         return True
 
-    memories = {p: m for p, m in catalog(call, slug).items() if passes(m)}
+    memories = {p: m for p, m in _CATALOG.snapshot(call, slug).records.items() if passes(m)}
     out: dict[str, object] = {}
     if not search.strip():
         ranked = [Ranked(p, 0.0) for p in sorted(memories, key=lambda p: memories[p].createdAt, reverse=True)]
+        total = len(ranked)
     else:
         keyword: list[Ranked] = []
-        semantic: list[Ranked] = []
         if mode in ("hybrid", "keyword"):
             keyword = _keyword(call, slug, search, memories)
+        total = len(keyword)
         if mode in ("hybrid", "semantic"):
-            semantic, embedded = _semantic(call, slug, search, memories)
-            missing = len(set(memories) - embedded)
-            if missing:
-                out["unembedded"] = missing  # ranked by their words only until the follower embeds them
-        ranked = (
-            keyword
-            if mode == "keyword"
-            else semantic
-            if mode == "semantic"
-            else fuse(keyword, semantic, Fusion(keyword_weight=call.services.options.keyword_weight))
-        )
+            # Enough of the best by meaning for this page, and the keyword candidates' scores: the
+            # fused top places are those of the whole ranking (fuse's semantic_floor), without
+            # ranking every memory in Python.
+            wanted = max(_CANDIDATES, offset + limit)
+            ranking = semantic.ranked(
+                call.services,
+                call.caller,
+                slug,
+                search,
+                limit=wanted,
+                allow=memories.__contains__,
+                include=[r.key for r in keyword],  # their meaning counts in the fusion too
+            )
+            by_meaning = [Ranked(h.path, h.score) for h in ranking.hits]
+            if semantic.enabled(call.services):
+                embedded = sum(1 for p in memories if p in ranking.covered)
+                if len(memories) > embedded:  # ranked by their words only until the follower embeds them
+                    out["unembedded"] = len(memories) - embedded
+                # Every memory with a vector is ranked by meaning, the others only by their words.
+                words_only = sum(1 for r in keyword if r.key not in ranking.covered)
+                total = embedded + (words_only if mode == "hybrid" else 0)
+            else:
+                total = len(keyword) if mode == "hybrid" else 0
+            if mode == "semantic":
+                ranked = by_meaning
+            else:
+                fusion = Fusion(keyword_weight=call.services.options.keyword_weight)
+                ranked = fuse(keyword, by_meaning, fusion, semantic_floor=ranking.floor)
+        else:
+            ranked = keyword
     page = ranked[offset : offset + limit]
     scored = mode != "keyword" or bool(search.strip())
     return {
         "memories": [_result(memories[r.key], r.score if search.strip() and scored else None) for r in page],
-        "total": len(ranked),
+        "total": total,
         **out,
     }
 
@@ -386,18 +376,6 @@ def _keyword(call: DialectCall, slug: str, search: str, memories: dict[str, Memo
         call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER, exact_total=False
     )
     return [Ranked(h.path, h.score) for h in found.hits if h.path in memories]
-
-
-def _semantic(
-    call: DialectCall, slug: str, search: str, memories: dict[str, Memory]
-) -> tuple[list[Ranked], set[str]]:
-    """The memories ranked by meaning, and the paths that have a vector at all."""
-    if not semantic.enabled(call.services):
-        return [], set(memories)  # no embedder in this deployment: nothing is waiting to be embedded
-    hits = semantic.search(
-        call.services, call.caller, slug, search, limit=max(1, len(memories)), allow=memories.__contains__
-    )
-    return [Ranked(h.path, h.score) for h in hits], {h.path for h in hits}
 
 
 async def memory_task_wait(

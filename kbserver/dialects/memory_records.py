@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime
 import re
 import secrets
-from collections.abc import Sequence
 from typing import Any, Literal
 
 import yaml
@@ -159,12 +158,3 @@ def similarity(a: str, b: str) -> float:
 def visible(memory: Memory, agent: str | None) -> bool:
     """A memory with an agentId is seen only by that agent (`agent` None: the admin sees all)."""
     return agent is None or memory.agentId is None or memory.agentId == agent
-
-
-def most_similar(
-    content: str, memories: Sequence[Memory], threshold: float, limit: int = 5
-) -> list[dict[str, object]]:
-    """`[{id, content, score}]` of the memories whose word overlap with `content` reaches `threshold`."""
-    scored = [(similarity(content, m.content), m) for m in memories]
-    found = sorted((s, m.id, m) for s, m in scored if s >= threshold)[::-1][:limit]
-    return [{"id": m.id, "content": m.content, "score": round(s, 4)} for s, _id, m in found]

@@ -41,6 +41,8 @@ class Written:
 
     version: str | None
     proposal: dict[str, object] | None = None
+    parent: str | None = None  # the version it was made on (None for a proposal or a first version)
+    files: dict[str, str | None] | None = None  # path -> sha256 of each file written (None: deleted)
 
     def fields(self) -> dict[str, object]:
         """`{version}` or `{version: null, proposal}` for a tool result."""
@@ -84,7 +86,8 @@ class DialectCall(AgentSession):
         """One version (or proposal) through the write path. Raises every error of `writes.submit`."""
         result = self.submit(slug, changes, message, tool_set)
         if isinstance(result, WriteResult):
-            return Written(result.version)
+            written = {f.path: (None if f.mode == "delete" else f.sha256) for f in result.files}
+            return Written(result.version, parent=result.parent, files=written)
         return Written(None, result.proposal.model_dump(mode="json"))
 
 

@@ -19,7 +19,17 @@ from kbserver.services.context import Services
 from kbserver.services.models import ExportResult, FileContent, FileList
 from kbserver.services.parts import Repository
 
-__all__ = ["archive", "entry_page", "export", "list_at", "listing", "read", "read_at", "visible_version"]
+__all__ = [
+    "archive",
+    "changed_paths",
+    "entry_page",
+    "export",
+    "list_at",
+    "listing",
+    "read",
+    "read_at",
+    "visible_version",
+]
 
 
 def list_at(services: Services, slug: str, version: str | None, prefix: str = "") -> FileList:
@@ -56,6 +66,26 @@ def visible_version(services: Services, caller: Caller, slug: str) -> str | None
     """The head of a KB the caller may read. Raises NotFound."""
     require_read(services, caller, slug)
     return services.repos.repo(slug).head()
+
+
+def changed_paths(services: Services, slug: str, old: str, new: str, prefix: str = "") -> list[str] | None:
+    """The files under `prefix` that differ between versions `old` and `new` (added, changed or
+    deleted), sorted; None when `old` is not a version of this KB (it was recreated, say), so the
+    caller starts over from a listing. Costs the folders that changed, not the size of the KB.
+
+    Raises NotFound or InvalidRequest for a bad `new`.
+    """
+    repo = services.repos.repo(slug)
+    resolved = repo.resolve(new)
+    assert resolved is not None
+    try:
+        known = repo.resolve(old) == old
+    except (InvalidRequest, NotFound):
+        known = False
+    if not known:
+        return None
+    prefix = check_prefix(prefix)
+    return [c.path for c in repo.changes(old, resolved) if c.path.startswith(prefix)]
 
 
 def read_at(services: Services, slug: str, path: str, version: str | None) -> FileContent:
