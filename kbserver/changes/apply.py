@@ -36,7 +36,7 @@ class Tree(Protocol):
         ...
 
     def names(self, folder: str) -> list[str]:
-        """The names of the files and folders directly in `folder` ("" for the top)."""
+        """The names of the files and folders directly in `folder` ("" for the top), in any order."""
         ...
 
 

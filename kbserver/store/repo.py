@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal, overload
 
-from dulwich.diff_tree import CHANGE_ADD, CHANGE_DELETE, tree_changes
 from dulwich.errors import NotTreeError
 from dulwich.object_store import tree_lookup_path
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
@@ -102,12 +101,28 @@ class CachingStore:
         self._cache = cache
 
     def __getitem__(self, sha: ObjectID) -> ShaFile:
-        return self._cache(sha).copy()
+        return _copy(self._cache(sha))
 
     def add_object(self, obj: ShaFile) -> None:
+        if isinstance(obj, Tree):  # one chunk: dulwich compresses a loose object chunk by chunk,
+            obj._chunked_text = [obj.as_raw_string()]  # and a tree has one per entry
         self._store.add_object(obj)
         if obj.type_name != b"blob":
-            self._cache.remember(obj.copy())
+            self._cache.remember(_copy(obj))
+
+
+def _copy(obj: ShaFile) -> ShaFile:
+    """A copy that `commit_tree_changes` may mutate. A tree's entries are copied as they are:
+    dulwich's copy() serialises and parses the tree again, ~10 ms for a folder of 10,000 files,
+    several times per commit."""
+    if isinstance(obj, Tree):
+        twin = Tree()
+        twin._entries = dict(obj._entries)  # dulwich keeps a tree's entries in this one dict
+        if not obj._needs_serialization:  # the same bytes and id, until the copy is changed
+            twin._chunked_text, twin._sha = obj._chunked_text, obj._sha
+            twin._needs_serialization = False
+        return twin
+    return obj.copy()
 
 
 class TreeView:
@@ -148,7 +163,8 @@ class TreeView:
         return entry is not None and stat.S_ISDIR(entry[0])
 
     def names(self, folder: str) -> list[str]:
-        """The names of the files and folders directly in `folder` ("" for the top); [] if none."""
+        """The names of the files and folders directly in `folder` ("" for the top), in no
+        particular order; [] if none."""
         if self.tree_id is None:
             return []
         tree_id: bytes = self.tree_id
@@ -159,7 +175,8 @@ class TreeView:
             tree_id = entry[1]
         tree = self._repo.get(tree_id)
         assert isinstance(tree, Tree)
-        return [name.decode("utf-8", "surrogateescape") for name, _, _ in tree.iteritems()]
+        # In no particular order: sorting a folder of 10,000 files costs more than the write.
+        return [name.decode("utf-8", "surrogateescape") for name in tree]
 
     def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
         """(path, blob id) of every file under `prefix` (a folder or a path start), in path order."""
@@ -415,22 +432,50 @@ class KBRepo:
         return self.tree_changes(self.view(old).tree_id if old else None, self.view(new).tree_id)
 
     def tree_changes(self, old_tree: bytes | None, new_tree: bytes | None) -> list[Change]:
-        """Paths that differ between two trees (files only), sorted by path."""
+        """Paths that differ between two trees (files only), sorted by path.
+
+        Equal subtrees are skipped by id, and within a folder the differing entries come from a set
+        difference of the two entry tables (C speed): a commit that changes one file of a folder of
+        10,000 costs ~2 ms here against ~40 ms for dulwich's entry-by-entry walk. Trees are read
+        through the cache, where the writer has just put the trees of a new version.
+        """
         out: list[Change] = []
-        old_id = ObjectID(old_tree) if old_tree is not None else None
-        new_id = ObjectID(new_tree) if new_tree is not None else None
-        for ch in tree_changes(self.git.object_store, old_id, new_id):
-            if ch.type == CHANGE_ADD:
-                assert ch.new is not None and ch.new.path is not None and ch.new.sha is not None
-                out.append(Change(ch.new.path.decode(), "added", None, ch.new.sha.decode()))
-            elif ch.type == CHANGE_DELETE:
-                assert ch.old is not None and ch.old.path is not None and ch.old.sha is not None
-                out.append(Change(ch.old.path.decode(), "deleted", ch.old.sha.decode(), None))
-            else:
-                assert ch.old is not None and ch.new is not None and ch.new.path is not None
-                assert ch.old.sha is not None and ch.new.sha is not None
-                out.append(Change(ch.new.path.decode(), "modified", ch.old.sha.decode(), ch.new.sha.decode()))
+        self._diff_trees(old_tree, new_tree, "", out)
         return sorted(out, key=lambda c: c.path)
+
+    def _entries(self, tree_id: bytes | None) -> dict[bytes, tuple[int, ObjectID]]:
+        if tree_id is None:
+            return {}
+        tree = self.get(tree_id)
+        assert isinstance(tree, Tree)
+        return tree._entries  # dulwich's name -> (mode, sha) table; read only here
+
+    def _diff_trees(
+        self, old_tree: bytes | None, new_tree: bytes | None, base: str, out: list[Change]
+    ) -> None:
+        if old_tree == new_tree:
+            return
+        old, new = self._entries(old_tree), self._entries(new_tree)
+        for name in {n for n, _ in old.items() ^ new.items()}:
+            before, after = old.get(name), new.get(name)
+            path = base + name.decode("utf-8", "surrogateescape")
+            old_dir = before is not None and stat.S_ISDIR(before[0])
+            new_dir = after is not None and stat.S_ISDIR(after[0])
+            if old_dir or new_dir:
+                self._diff_trees(
+                    before[1] if before is not None and old_dir else None,
+                    after[1] if after is not None and new_dir else None,
+                    path + "/",
+                    out,
+                )
+            old_file = before[1].decode() if before is not None and not old_dir else None
+            new_file = after[1].decode() if after is not None and not new_dir else None
+            if old_file is None and new_file is not None:
+                out.append(Change(path, "added", None, new_file))
+            elif old_file is not None and new_file is None:
+                out.append(Change(path, "deleted", old_file, None))
+            elif old_file is not None and new_file is not None:
+                out.append(Change(path, "modified", old_file, new_file))
 
     def patch(self, change: Change) -> str:
         """The unified diff of one change, with git's a/ and b/ labels."""

@@ -99,6 +99,10 @@ def test_store_reads_equal_c_git(steps: list[dict[str, bytes | None]], data: st.
             parent = repo.commit_info(version).parent
             changes = [(c.path, c.change, c.old_blob, c.new_blob) for c in repo.changes(parent, version)]
             assert changes == _diff_tree(path, parent, version)
+        # and across several versions (the follower diffs from what a sink covered to the head)
+        old, new = data.draw(st.sampled_from(made)), data.draw(st.sampled_from(made))
+        changes = [(c.path, c.change, c.old_blob, c.new_blob) for c in repo.changes(old, new)]
+        assert changes == _diff_tree(path, old, new)
         for p in PATHS:
             if p in folders or any(f.startswith(p + "/") for f in folders):
                 continue  # `git log -- DIR` follows a folder; the store's history is of one file
