@@ -327,9 +327,12 @@ def memory_search(
         ranked = [Ranked(p, 0.0) for p in sorted(memories, key=lambda p: memories[p].createdAt, reverse=True)]
         total = len(ranked)
     else:
+        ahead = semantic.prepare(call.services, search) if mode != "keyword" else None
         keyword: list[Ranked] = []
         if mode in ("hybrid", "keyword"):
-            keyword = _keyword(call, slug, search, memories)
+            keyword = _keyword(call, slug, search, memories)  # while the query is being embedded
+        if ahead is not None:
+            ahead.result()
         total = len(keyword)
         if mode in ("hybrid", "semantic"):
             # Enough of the best by meaning for this page, and the keyword candidates' scores: the
