@@ -174,12 +174,12 @@ class Catalog(Generic[T]):
     def _rebuild(self, call: DialectCall, slug: str, state: _State[T], head: str) -> None:
         old = state.entries
         self._clear(state)
-        for entry in files.list_at(call.services, slug, head, self.prefix).files:
-            known = old.get(entry.path)
-            if known is not None and known[0] == entry.sha256:
-                self._put(state, entry.path, entry.sha256, known[1])
+        for path, sha256, text in files.texts_at(call.services, slug, head, self.prefix):
+            known = old.get(path)
+            if known is not None and known[0] == sha256:
+                self._put(state, path, sha256, known[1])
             else:
-                self._reread(call, slug, state, entry.path, head)
+                self._put(state, path, sha256, None if text is None else self._parse(path, text))
 
     def _reread(self, call: DialectCall, slug: str, state: _State[T], path: str, version: str) -> None:
         try:

@@ -33,6 +33,9 @@ __all__ = [
 FOLDER = "memories/"
 MEMORY_TYPES = ("fact", "preference", "task", "reflection")
 _ID = re.compile(r"^[0-9a-f]{16}$")
+# libyaml's safe loader when PyYAML has it: the same documents, ~10x faster (a catalogue of 10,000
+# memories is parsed when a KB is first used).
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ORDER = (
     "id",
     "category",
@@ -125,7 +128,7 @@ def parse_memory(text: str) -> Memory | None:
     if end == -1:
         return None
     try:
-        front = yaml.safe_load(text[4 : end + 1])
+        front = yaml.load(text[4 : end + 1], Loader=_LOADER)
     except yaml.YAMLError:
         return None
     if not isinstance(front, dict):

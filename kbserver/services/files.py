@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import shutil
@@ -28,6 +29,7 @@ __all__ = [
     "listing",
     "read",
     "read_at",
+    "texts_at",
     "visible_version",
 ]
 
@@ -86,6 +88,22 @@ def changed_paths(services: Services, slug: str, old: str, new: str, prefix: str
         return None
     prefix = check_prefix(prefix)
     return [c.path for c in repo.changes(old, resolved) if c.path.startswith(prefix)]
+
+
+def texts_at(
+    services: Services, slug: str, version: str, prefix: str = ""
+) -> Iterator[tuple[str, str, str | None]]:
+    """(path, sha256, text) of every file under `prefix` at `version` (resolved), in path order, each
+    read once; text is None for a file that is not UTF-8. For catalogues built from a whole folder.
+    """
+    repo = services.repos.repo(slug)
+    for path, blob in repo.view(version).walk(check_prefix(prefix)):
+        data = repo.object(blob).as_raw_string()
+        try:
+            text: str | None = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        yield path, hashlib.sha256(data).hexdigest(), text
 
 
 def read_at(services: Services, slug: str, path: str, version: str | None) -> FileContent:
