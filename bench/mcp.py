@@ -29,7 +29,8 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 TOKEN = "bench-admin-token"
@@ -127,10 +128,51 @@ def _wait_indexed(url: str) -> None:
     httpx2.get(f"{url}/api/v1/kbs/bench/index", params=params, headers=headers, timeout=90).raise_for_status()
 
 
+def percentiles(samples: list[float], *which: int) -> list[float]:
+    """The `which` percentiles (e.g. 50, 95) of `samples` (seconds), in milliseconds."""
+    q = statistics.quantiles(sorted(s * 1000 for s in samples), n=100, method="inclusive")
+    return [q[p - 1] for p in which]
+
+
+def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
+    """A Markdown table (floats with one decimal)."""
+    cells = [[f"{c:.1f}" if isinstance(c, float) else str(c) for c in row] for row in rows]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in cells])
+
+
+@contextmanager
+def live_server(data: Path, follower: str = "embedded") -> Iterator[str]:
+    """The app (plus `noop`) serving `data` under uvicorn in a subprocess; yields its URL.
+
+    `follower` embedded: the server follows main itself; worker: a `kbserver worker` beside it does.
+    """
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    root = str(Path(__file__).resolve().parent.parent)
+    env = {
+        **os.environ,
+        "KBBENCH_FOLLOWER": follower,
+        "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
+    command = [sys.executable, "-m", "bench.mcp", "--serve", str(data), str(port)]
+    procs = [subprocess.Popen(command, cwd=root, env=env)]
+    try:
+        if follower == "worker":
+            worker = [sys.executable, "-m", "kbserver.cli", "worker", "--data", str(data)]
+            procs.append(subprocess.Popen(worker, cwd=root, env=env, stdout=subprocess.DEVNULL))
+        _wait_healthy(url, procs[0])
+        yield url
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=60)
+
+
 def _stats(samples: list[float], wall: float) -> str:
-    ms = sorted(s * 1000 for s in samples)
-    q = statistics.quantiles(ms, n=100, method="inclusive")
-    return f"{q[49]:.1f} | {q[94]:.1f} | {q[98]:.1f} | {len(ms) / wall:.0f}"
+    p50, p95, p99 = percentiles(samples, 50, 95, 99)
+    return f"{p50:.1f} | {p95:.1f} | {p99:.1f} | {len(samples) / wall:.0f}"
 
 
 Call = Callable[[Any, int, int], Awaitable[Any]]
@@ -222,19 +264,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="kbbench-") as tmp:
         data = Path(tmp) / "data"
         token = _setup(data, args.docs, args.workers)
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}"
-        root = str(Path(__file__).resolve().parent.parent)
-        env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        command = [sys.executable, "-m", "bench.mcp", "--serve", str(data), str(port)]
-        proc = subprocess.Popen(command, cwd=root, env=env)
-        try:
-            _wait_healthy(url, proc)
+        with live_server(data) as url:
             _wait_indexed(url)
             rows = asyncio.run(_bench(url, token, args.mode, args.calls, args.workers))
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
     print(f"\n{args.calls} calls per row, client mode {args.mode}, {args.docs} notes, {os.cpu_count()} CPUs")
     print("| tool | clients | p50 ms | p95 ms | p99 ms | calls/s |")
     print("|---|---|---|---|---|---|")

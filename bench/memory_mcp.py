@@ -1,13 +1,20 @@
 """Latency of the `memory` tool set through MCP over Streamable HTTP, at 200 and 10,000 memories.
 
-    python -m bench.memory_mcp [--sizes 200,10000] [--calls 100]
+    python -m bench.memory_mcp [--sizes 200,10000] [--calls 100] [--follower embedded,worker]
+                               [--vectors-cache DIR]
 
 For each size: a KB of that many memories (the 208 of bench/recall_set.py, then generated facts),
 imported as one folder; a live server (create_app under uvicorn in a subprocess, as `kbserver serve`
-runs it, plus a no-op tool as the baseline); the follower embeds every memory before measuring
+runs it, plus a no-op tool as the baseline), following main itself (embedded) or beside a
+`kbserver worker` that does (worker: indexing and embedding then never compete with requests for
+the GIL); the follower embeds every memory before measuring
 (memory_task_wait). Then, sequentially from one SDK client: `--calls` no-op calls, `memory_add`
 calls (the embedding is made after the commit, never on this path) and `memory_search` calls in
 hybrid and keyword mode with the recall set's questions. Prints p50/p95 per tool.
+
+Embedding 10,000 memories takes ~10 minutes on 2 cores. `--vectors-cache DIR` keeps each size's
+vectors (keyed by the content's sha256, which the generated corpus repeats exactly) in DIR and
+seeds the next run with them, so the follower only re-maps paths instead of embedding again.
 """
 
 from __future__ import annotations
@@ -16,15 +23,14 @@ import argparse
 import asyncio
 import os
 import random
-import statistics
-import subprocess
-import sys
+import shutil
+import sqlite3
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from bench.mcp import TOKEN, _free_port, _wait_healthy
+from bench.mcp import TOKEN, live_server, percentiles, table
 from bench.recall_set import MEMORIES, QUESTIONS
 
 SUBJECTS = "Mia Sam Lily Raj Elena Tom Karen Diego Noor Chloe Ana Pepper".split()
@@ -107,40 +113,50 @@ async def _measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
     return samples
 
 
+def _seed_vectors(cache: Path | None, size: int, data: Path) -> None:
+    """Copy the cached vectors of this corpus into the data folder (the follower re-maps paths)."""
+    source = cache / f"vectors-{size}.db" if cache else None
+    if source is not None and source.exists():
+        target = data / "vectors" / "bench"
+        target.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, target / "vectors.db")
+
+
+def _keep_vectors(cache: Path | None, size: int, data: Path) -> None:
+    if cache is None:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(data / "vectors" / "bench" / "vectors.db") as db:  # one file, WAL folded in
+        db.execute(f"VACUUM INTO '{cache / f'vectors-{size}.tmp'}'")
+    os.replace(cache / f"vectors-{size}.tmp", cache / f"vectors-{size}.db")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="200,10000", help="memories in the KB, comma-separated")
     parser.add_argument("--calls", type=int, default=100, help="measured calls per tool")
+    parser.add_argument("--follower", default="embedded", help="embedded and/or worker, comma-separated")
+    parser.add_argument("--vectors-cache", type=Path, help="keep and reuse the corpus' vectors here")
     args = parser.parse_args()
-    root = str(Path(__file__).resolve().parent.parent)
-    env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    rows = []
-    for size in (int(s) for s in args.sizes.split(",")):
+    rows: list[tuple[object, ...]] = []
+    runs = [(int(size), follower) for size in args.sizes.split(",") for follower in args.follower.split(",")]
+    for size, follower in runs:
         with tempfile.TemporaryDirectory(prefix="kbbench-") as tmp:
             data = Path(tmp) / "data"
             token = _setup(data, size)
-            port = _free_port()
-            url = f"http://127.0.0.1:{port}"
-            command = [sys.executable, "-m", "bench.mcp", "--serve", str(data), str(port)]
-            proc = subprocess.Popen(command, cwd=root, env=env)
-            try:
-                _wait_healthy(url, proc)
+            _seed_vectors(args.vectors_cache, size, data)
+            with live_server(data, follower) as url:
                 t0 = time.perf_counter()
                 samples = asyncio.run(_measure(url, token, args.calls))
                 took = time.perf_counter() - t0
-                print(f"{size} memories: embedded and measured in {took:.0f} s", flush=True)
-            finally:
-                proc.terminate()
-                proc.wait(timeout=30)
+                print(
+                    f"{size} memories, {follower} follower: embedded and measured in {took:.0f} s", flush=True
+                )
+            _keep_vectors(args.vectors_cache, size, data)
         for name, values in samples.items():
-            ms = sorted(v * 1000 for v in values)
-            q = statistics.quantiles(ms, n=100, method="inclusive")
-            rows.append(f"| {size} | {name} | {q[49]:.1f} | {q[94]:.1f} |")
+            rows.append((size, follower, name, *percentiles(values, 50, 95)))
     print(f"\n{args.calls} sequential calls per row through MCP (Streamable HTTP), {os.cpu_count()} CPUs")
-    print("| memories | tool | p50 ms | p95 ms |")
-    print("|---|---|---|---|")
-    for row in rows:
-        print(row)
+    print(table(("memories", "follower", "tool", "p50 ms", "p95 ms"), rows))
 
 
 if __name__ == "__main__":
