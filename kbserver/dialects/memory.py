@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
@@ -321,18 +321,18 @@ def memory_search(
                 return False
         return True
 
-    memories = {p: m for p, m in _CATALOG.snapshot(call, slug).records.items() if passes(m)}
+    records = _CATALOG.snapshot(call, slug).records
+    unfiltered = agent is None and all(f is None for f in (agentId, category, sessionId, start, end))
+    # The admin without filters sees every memory: no copy, and the vectors need no per-path check.
+    memories = records if unfiltered else {p: m for p, m in records.items() if passes(m)}
     out: dict[str, object] = {}
     if not search.strip():
         ranked = [Ranked(p, 0.0) for p in sorted(memories, key=lambda p: memories[p].createdAt, reverse=True)]
         total = len(ranked)
     else:
-        ahead = semantic.prepare(call.services, search) if mode != "keyword" else None
         keyword: list[Ranked] = []
         if mode in ("hybrid", "keyword"):
-            keyword = _keyword(call, slug, search, memories)  # while the query is being embedded
-        if ahead is not None:
-            ahead.result()
+            keyword = _keyword(call, slug, search, memories)
         total = len(keyword)
         if mode in ("hybrid", "semantic"):
             # Enough of the best by meaning for this page, and the keyword candidates' scores: the
@@ -345,12 +345,12 @@ def memory_search(
                 slug,
                 search,
                 limit=wanted,
-                allow=memories.__contains__,
+                allow=None if unfiltered else memories.__contains__,
                 include=[r.key for r in keyword],  # their meaning counts in the fusion too
             )
-            by_meaning = [Ranked(h.path, h.score) for h in ranking.hits]
+            by_meaning = [Ranked(h.path, h.score) for h in ranking.hits if h.path in memories]
             if semantic.enabled(call.services):
-                embedded = sum(1 for p in memories if p in ranking.covered)
+                embedded = len(memories.keys() & ranking.covered)
                 if len(memories) > embedded:  # ranked by their words only until the follower embeds them
                     out["unembedded"] = len(memories) - embedded
                 # Every memory with a vector is ranked by meaning, the others only by their words.
@@ -374,7 +374,7 @@ def memory_search(
     }
 
 
-def _keyword(call: DialectCall, slug: str, search: str, memories: dict[str, Memory]) -> list[Ranked]:
+def _keyword(call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory]) -> list[Ranked]:
     found = search_service.query(
         call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER, exact_total=False
     )

@@ -3,27 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 
 from kbserver.core.model import Caller
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.vectors import Ranking, VectorHit
 
-__all__ = ["enabled", "prepare", "ranked", "search", "similarities"]
-
-
-# Query embeddings started ahead (prepare): the embedder releases the GIL while it runs, so the
-# caller's keyword search proceeds meanwhile on the other core.
-_AHEAD = ThreadPoolExecutor(max_workers=2, thread_name_prefix="kbserver-query-embedding")
-
-
-def prepare(services: Services, query: str) -> Future[object] | None:
-    """Start embedding `query` in the background; `ranked` and `search` then find its vector in
-    the embedder's cache instead of computing it on their own path. Wait on the future first."""
-    if services.vectors is None or not query.strip():
-        return None
-    return _AHEAD.submit(services.vectors.embedder.query, query)
+__all__ = ["enabled", "ranked", "search", "similarities"]
 
 
 def enabled(services: Services) -> bool:

@@ -72,6 +72,7 @@ class VectorStore:
         self._seen_data_version: int | None = None
         self._paths: list[str] = []
         self._covered: frozenset[str] = frozenset()
+        self._rows: dict[str, int] = {}  # path -> its row of the matrix
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
         if self._meta("embedder") not in (None, embedder.name):
             self._reset()  # another model's vectors cannot be compared with this one's
@@ -193,6 +194,7 @@ class VectorStore:
             ).fetchall()
             self._paths = [str(r[0]) for r in rows]
             self._covered = frozenset(self._paths)
+            self._rows = {p: i for i, p in enumerate(self._paths)}
             dim = self.embedder.dim
             buffer = b"".join(r[1] for r in rows)
             self._matrix = (
@@ -230,18 +232,21 @@ class VectorStore:
         of the few equals that of the whole ranking)."""
         with self._lock:
             paths, matrix = self._fresh_matrix()
-            covered = self._covered
+            covered, row_of = self._covered, self._rows
         if limit <= 0 or not paths:
             return Ranking([], covered, None)
         vector = self.embedder.query(query)
-        keep = np.fromiter(
-            (
-                i
-                for i, p in enumerate(paths)
-                if (prefix is None or p.startswith(prefix)) and (allow is None or allow(p))
-            ),
-            dtype=np.int64,
-        )
+        if prefix is None and allow is None:
+            keep = np.arange(len(paths), dtype=np.int64)
+        else:
+            keep = np.fromiter(
+                (
+                    i
+                    for i, p in enumerate(paths)
+                    if (prefix is None or p.startswith(prefix)) and (allow is None or allow(p))
+                ),
+                dtype=np.int64,
+            )
         if not len(keep):
             return Ranking([], covered, None)
         # Rounded: BLAS may give two equal rows results that differ in the last bit, and equal
@@ -251,9 +256,12 @@ class VectorStore:
         if len(keep) > limit:  # every row scoring at least the limit-th best, ties included
             worst = np.partition(-scores, limit - 1)[limit - 1]
             chosen = -scores <= worst
-            if include:
-                wanted = set(include)
-                chosen |= np.fromiter((paths[int(i)] in wanted for i in keep), dtype=bool, count=len(keep))
+            if include:  # the positions in `keep` (sorted rows) of the rows of `include`
+                rows = np.fromiter((row_of[p] for p in include if p in row_of), dtype=np.int64)
+                at = np.searchsorted(keep, rows)
+                inside = at < len(keep)
+                at, rows = at[inside], rows[inside]
+                chosen[at[keep[at] == rows]] = True
             keep, scores = keep[chosen], scores[chosen]
         order = np.lexsort((keep, -scores))
         return Ranking([VectorHit(paths[int(keep[i])], float(scores[i])) for i in order], covered, floor)
