@@ -98,7 +98,7 @@ def texts_at(
     """
     repo = services.repos.repo(slug)
     for path, blob in repo.view(version).walk(check_prefix(prefix)):
-        data = repo.object(blob).as_raw_string()
+        data = repo.blob(blob.decode())
         try:
             text: str | None = data.decode("utf-8")
         except UnicodeDecodeError:

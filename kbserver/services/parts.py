@@ -12,7 +12,7 @@ file is a path, and a content id (`blob_id`) is an opaque key of a file's bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol, overload
 
@@ -20,7 +20,7 @@ from kbserver.changes import Tree
 from kbserver.index import SearchResult
 from kbserver.store import Change, CommitInfo, CommitPlan
 from kbserver.store.feed import Record
-from kbserver.vectors import VectorHit
+from kbserver.vectors import Ranking, VectorHit
 
 __all__ = [
     "EventReader",
@@ -200,6 +200,20 @@ class VectorSearch(Protocol):
     ) -> list[float | None]:
         """The cosine similarity of `text` (a query, or a passage) to each of `others`, in order (None:
         no vector yet, beyond `embed_limit` embedded on the spot). Raises Unavailable."""
+        ...
+
+    def ranked(
+        self,
+        slug: str,
+        query: str,
+        *,
+        limit: int = 10,
+        prefix: str | None = None,
+        allow: Callable[[str], bool] | None = None,
+        include: Collection[str] = (),
+    ) -> tuple[Ranking, str | None]:
+        """The best `limit` files (plus ties with the last and those of `include`), which files have
+        a vector, the lowest score of all (for a fusion), and the version covered. Raises Unavailable."""
         ...
 
 
