@@ -108,4 +108,10 @@ def similarities(
     else:
         mine = content_digest(text)
         target = _passages(embedder, cache, {mine: text.strip()}, known)[mine]
-    return [None if d not in vectors else round(float(vectors[d] @ target), 6) for d in digests]
+    present = [i for i, d in enumerate(digests) if d in vectors]
+    out: list[float | None] = [None] * len(digests)
+    if present:
+        scores = np.round(np.stack([vectors[digests[i]] for i in present]) @ target, 6)
+        for i, value in zip(present, scores.tolist(), strict=True):
+            out[i] = float(value)
+    return out

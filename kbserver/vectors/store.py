@@ -74,6 +74,8 @@ class VectorStore:
         self._covered: frozenset[str] = frozenset()
         self._rows: dict[str, int] = {}  # path -> its row of the matrix
         self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
+        self._row_of: dict[str, int] = {}  # sha256 -> row of _rows_matrix (see cached)
+        self._rows_matrix: npt.NDArray[np.float32] | None = None
         if self._meta("embedder") not in (None, embedder.name):
             self._reset()  # another model's vectors cannot be compared with this one's
 
@@ -273,7 +275,16 @@ class VectorStore:
         found: dict[str, npt.NDArray[np.float32]] = {}
         dim = self.embedder.dim
         with self._lock:
-            for chunk in _chunks(wanted, 500):
+            paths, matrix = self._fresh_matrix()
+            if self._rows_matrix is not matrix:  # the matrix was reloaded
+                self._row_of = self._rows_of(paths)
+                self._rows_matrix = matrix
+            for digest in wanted:
+                row = self._row_of.get(digest)
+                if row is not None:
+                    found[digest] = matrix[row]
+            rest = [d for d in wanted if d not in found]  # e.g. contents of a version left behind
+            for chunk in _chunks(rest, 500):
                 rows = self._db.execute(
                     f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
                 )
@@ -281,6 +292,19 @@ class VectorStore:
                     if len(vector) == 4 * dim:
                         found[str(digest)] = np.frombuffer(vector, dtype="<f4")
         return found
+
+    def _rows_of(self, paths: list[str]) -> dict[str, int]:
+        """sha256 -> row of the loaded matrix; empty when another process committed since it loaded
+        (the rows would not match), so that the callers read the vectors from the database instead."""
+        index = {p: i for i, p in enumerate(paths)}
+        rows: dict[str, int] = {}
+        for path, digest in self._db.execute("SELECT path, sha256 FROM path"):
+            row = index.get(str(path))
+            if row is not None:
+                rows[str(digest)] = row
+        if int(self._db.execute("PRAGMA data_version").fetchone()[0]) != self._seen_data_version:
+            return {}
+        return rows
 
     def weight(self) -> int:
         """Bytes this open folder holds in memory (its matrix, SQLite's page cache): for a pool's budget."""

@@ -70,3 +70,21 @@ def test_the_follower_reuses_vectors_made_on_the_way_in(tmp_path: Path, embedder
     assert set(kept) == {digest} and np.array_equal(kept[digest], cache.get(digest))
     assert store.search("peanut allergy", limit=1)[0].path == "memories/a.md"
     store.close()
+
+
+def test_cached_vectors_follow_every_update_of_the_folder(tmp_path: Path, embedder: Counting) -> None:
+    store = VectorStore(tmp_path / "kb", embedder)
+    other = VectorStore(tmp_path / "kb", embedder)  # another connection, as another process has
+    first, second = "The office moved to Lisbon.", "The office moved to Porto."
+    store.update("1" * 40, {"memories/a.md": first}, [])
+    one, two = content_digest(first), content_digest(second)
+    assert set(store.cached([one, two])) == {one}
+    store.update("2" * 40, {"memories/a.md": second}, [])  # same path, new content, same connection
+    now = store.cached([one, two])
+    assert set(now) == {one, two}  # the old content's vector is still kept (a revert embeds nothing)
+    assert np.allclose(now[two], embedder.passages([second])[0], atol=1e-5)
+    other.update("3" * 40, {"memories/b.md": "A third fact."}, [])  # committed by the other connection
+    digest = content_digest("A third fact.")
+    assert set(store.cached([digest])) == {digest}
+    store.close()
+    other.close()
