@@ -30,7 +30,6 @@ from kbserver.mcp.dialect_schemas import (
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.semantic_tools import semantic_tools
 from kbserver.mcp.tools import TOOL_NAMES
-from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES
 from kbserver.services.toolsets import TOOL_SETS, tools_of
 
 if TYPE_CHECKING:
@@ -71,7 +70,10 @@ def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> T
 def auto_tools(binding: "Binding") -> list[Tool]:
     def add_memory(
         content: Annotated[
-            str, Field(min_length=1, max_length=AUTO_MEMORY_MAX_BYTES, description="One fact, on one line.")
+            # No max_length: an entry over the cap is the contract's `too_large` (with bytes_left),
+            # which the dialect answers, not a schema error.
+            str,
+            Field(min_length=1, description="One fact, on one line."),
         ],
         ctx: Context[Any, Any],
         kb: Kb = None,

@@ -181,7 +181,7 @@ async def test_bad_input_changes_nothing(services: Services, family: None) -> No
         cases = [
             ("add_memory", {"content": "   \n "}, "invalid_request"),
             ("add_memory", {"content": "key AKIAIOSFODNN7EXAMPLE secret"}, "secret_detected"),
-            ("add_memory", {"content": "x" * 2001}, "invalid_request"),
+            ("add_memory", {"content": "x" * 2001}, "too_large"),  # CONTRACT §5: over the cap
             ("add_memory", {"content": "x", "kb": "nope"}, "not_found"),
             ("edit_memory", {"old_string": "absent", "new_string": "x"}, "no_match"),
             ("edit_memory", {"old_string": "", "new_string": "x"}, "invalid_request"),
