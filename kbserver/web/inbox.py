@@ -1,4 +1,4 @@
-"""The review inbox: agent writes since the "reviewed up to" marker, Undo this write, Mark reviewed."""
+"""The review inbox: agent writes since the "reviewed up to" marker, Undo, Mark reviewed."""
 
 from __future__ import annotations
 

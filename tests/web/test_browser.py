@@ -107,7 +107,7 @@ class Tab:
         self.page.wait_for_url(re.compile(r".*/admin/$"))
 
     def button(self, name: str) -> Any:
-        return self.page.get_by_role("button", name=name)
+        return self.page.get_by_role("button", name=name, exact=True)  # CONTRACT §6 names them exactly
 
 
 @pytest.fixture
@@ -178,7 +178,7 @@ def test_revert_makes_a_revert_version(admin_tab: Tab, api: Api) -> None:
     good = api.write(slug, bob, {"path": "a.md", "mode": "create", "content": "good\n"})
     api.write(slug, bob, {"path": "a.md", "mode": "overwrite", "content": "bad\n"})
     admin_tab.go(f"/admin/kbs/{slug}/versions/{good}")
-    admin_tab.button("Revert to this version").click()
+    admin_tab.button("Revert").click()
     admin_tab.page.wait_for_url(re.compile(r".*/versions/[0-9a-f]{40}$"))
     assert admin_tab.page.locator("h1 .label").inner_text() == "revert"
     assert api.content(slug, "a.md") == "good\n"
@@ -195,7 +195,7 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     admin_tab.go(f"/admin/kbs/{slug}/review")
     assert page.locator("article.write").count() == 3
     page.locator("article.write", has=page.locator(f'a[href$="{wrong}"]')).get_by_role(
-        "button", name="Undo this write"
+        "button", name="Undo", exact=True
     ).click()
     page.wait_for_url(re.compile(r".*/versions/[0-9a-f]{40}$"))
     assert page.locator("h1 .label").inner_text() == "revert"
@@ -203,7 +203,7 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     before = api.head(slug)
     admin_tab.go(f"/admin/kbs/{slug}/review")
     page.locator("article.write", has=page.locator(f'a[href$="/versions/{first}"]')).get_by_role(
-        "button", name="Undo this write"
+        "button", name="Undo", exact=True
     ).click()
     alert = page.get_by_role("alert")
     assert "a.md" in alert.inner_text() and "changed again" in alert.inner_text()
