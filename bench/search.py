@@ -153,7 +153,7 @@ def bench_kbserver(services: Services, slug: str, docs: list[tuple[str, str]], r
 
     step = max(500, n // 10)
 
-    def progress(count: int) -> None:
+    def progress(_sink: str, count: int, _total: int | None) -> None:
         if count % step == 0 or count == n:
             log(f"kbserver: indexed {count}/{n}")
 

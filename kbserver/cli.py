@@ -26,41 +26,45 @@ __all__ = ["main"]
 
 
 @contextlib.contextmanager
-def _progress(label: str, total: int | None = None) -> Iterator[Callable[..., None]]:
-    """A progress bar on stderr (rich). On a terminal it redraws in place; when stderr is a file or
-    a pipe (a log) nothing is redrawn: rich prints the final state once, as one plain line, and
-    only when the command succeeded."""
+def _bars() -> Iterator[Callable[[str, int, int | None], None]]:
+    """Progress bars on stderr (rich), one per label, each added when its first count arrives.
+
+    On a terminal they redraw in place; when stderr is a file or a pipe (a log) nothing is
+    redrawn: rich prints the final state once, a plain line per bar, and only when the command
+    succeeded.
+    """
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task(label, total=total)
+    with Progress(*columns, console=Console(stderr=True)) as shown:
+        tasks: dict[str, TaskID] = {}
 
-        def update(done: int, of: int | None = None) -> None:
-            bar.update(task, completed=done, total=of if of is not None else total)
+        def update(label: str, done: int, total: int | None) -> None:
+            if label not in tasks:
+                tasks[label] = shown.add_task(label, total=total)
+            shown.update(tasks[label], completed=done, total=total)
 
         try:
             yield update
         except BaseException:
             # A refused command prints only its one `error: CODE: MESSAGE` line: no final bar.
-            bar.live.transient = True
-            if not bar.console.is_terminal:
-                bar.console.file = io.StringIO()
+            shown.live.transient = True
+            if not shown.console.is_terminal:
+                shown.console.file = io.StringIO()
             raise
 
 
-def _summed(update: Callable[..., None]) -> Callable[[int], None]:
-    """One running total over callers that each count from zero (one per sink)."""
-    seen = {"offset": 0, "last": 0}
+@contextlib.contextmanager
+def _progress(label: str, total: int | None = None) -> Iterator[Callable[..., None]]:
+    """One progress bar (see `_bars`), shown from the start."""
+    with _bars() as bars:
 
-    def progress(done: int) -> None:
-        if done < seen["last"]:
-            seen["offset"] += seen["last"]
-        seen["last"] = done
-        update(seen["offset"] + done)
+        def update(done: int, of: int | None = None) -> None:
+            bars(label, done, of if of is not None else total)
 
-    return progress
+        update(0)
+        yield update
 
 
 def _settings(args: argparse.Namespace, **options: object) -> Settings:
@@ -287,15 +291,28 @@ def _mount(args: argparse.Namespace) -> int:
     return 0
 
 
+_STEPS = {"index": "indexing", "vectors": "embedding"}
+"""What `reindex` shows for each sink's bar: the index counts files, the vectors count passages
+embedded (contents already embedded are reused, so that bar shows only new ones)."""
+
+
+def _labelled(
+    bars: Callable[[str, int, int | None], None], slug: str
+) -> Callable[[str, int, int | None], None]:
+    def progress(sink: str, done: int, total: int | None) -> None:
+        bars(f"{_STEPS.get(sink, sink)} {slug}", done, total)
+
+    return progress
+
+
 def _reindex(args: argparse.Namespace) -> int:
     _, services = _services(args)
     with _closing(services):
         slugs = [args.slug] if args.slug else kbs.slugs(services, ADMIN)
         for slug in slugs:
-            kb = kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
-            # the bar follows the index, which counts every file (the vectors embed only memories/)
-            with _progress(f"reindexing {slug}", kb.file_count) as bar:
-                version = search.reindex(services, ADMIN, slug, _summed(bar))
+            kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
+            with _bars() as bars:
+                version = search.reindex(services, ADMIN, slug, _labelled(bars, slug))
             print(f"{slug}: index rebuilt at version {version}")
     return 0
 

@@ -14,6 +14,7 @@ index has it, whatever the vectors are doing.
 from __future__ import annotations
 
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -53,7 +54,7 @@ class Delta:
     base: str | None
     changes: Sequence[Change]  # sorted by path; added/modified carry new_blob, deleted old_blob
     read: Callable[[str], bytes]  # a blob id's bytes
-    progress: Callable[[int], None] | None = None  # for long rebuilds: called with files done
+    progress: Callable[[int, int | None], None] | None = None  # long rebuilds: (done, total or None)
 
 
 class Sink(Protocol):
@@ -325,9 +326,12 @@ class Follower:
         *,
         rebuild: bool = False,
         sinks: Sequence[str] | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[str, int, int | None], None] | None = None,
     ) -> str | None:
         """Bring `sinks` (default: all) of `slug` to main's head now; returns that head.
+
+        `progress(sink, done, total)` follows a long rebuild, each sink counting what it does
+        (files indexed, passages embedded); total is None when a sink cannot tell.
 
         For the follower's own thread and for `kbserver reindex`; never called by a reader.
         Raises NotFound for an unknown KB and whatever a sink raises.
@@ -339,7 +343,7 @@ class Follower:
         return head
 
     def _catch_up_one(
-        self, sink: Sink, slug: str, rebuild: bool, progress: Callable[[int], None] | None
+        self, sink: Sink, slug: str, rebuild: bool, progress: Callable[[str, int, int | None], None] | None
     ) -> bool:
         """One sink of `slug` to main's head, rebuilt when damaged; True if a delta was applied."""
         repo = self._repos.repo(slug)
@@ -356,7 +360,12 @@ class Follower:
                 return self._catch_up_sink(sink, slug, head, True, progress)
 
     def _catch_up_sink(
-        self, sink: Sink, slug: str, head: str, rebuild: bool, progress: Callable[[int], None] | None
+        self,
+        sink: Sink,
+        slug: str,
+        head: str,
+        rebuild: bool,
+        progress: Callable[[str, int, int | None], None] | None,
     ) -> bool:
         repo = self._repos.repo(slug)
         if rebuild:  # a delta from nothing; the sink replaces what it had (the index swaps atomically)
@@ -369,7 +378,8 @@ class Follower:
         if base is not None and not _ancestor(repo, base, head):
             base = None  # not on main (the KB was recreated, the sink is foreign): start from nothing
         changes = repo.changes(base, head)
-        sink.apply(Delta(slug, head, base, changes, repo.blob, progress))
+        step = None if progress is None else functools.partial(progress, sink.name)
+        sink.apply(Delta(slug, head, base, changes, repo.blob, step))
         self._progress.record(sink.name, slug, head)
         self._feed.covered(sink.name, slug, head)
         return True

@@ -62,8 +62,9 @@ class SearchSink:
         try:
             with self._pool.lease(delta.slug) as ix:
                 if delta.base is None:
-                    docs = ((c.path, _text(delta.read(c.new_blob))) for c in delta.changes if c.new_blob)
-                    ix.rebuild(delta.version, docs, delta.progress)
+                    files = [c for c in delta.changes if c.new_blob]
+                    docs = ((c.path, _text(delta.read(c.new_blob))) for c in files if c.new_blob)
+                    ix.rebuild(delta.version, docs, _counting(delta.progress, len(files)))
                     return
                 if ix.unmerged >= MERGE_UNDER_LOAD:
                     ix.merge()  # commits never pause: keep searches from slowing down without bound
@@ -140,3 +141,11 @@ class SearchSink:
         log.warning("search index of KB %s is damaged (%s); asking the follower to rebuild it", slug, error)
         self._pool.drop(slug)
         self.on_damaged(self.name, slug)
+
+
+def _counting(progress: Callable[[int, int | None], None] | None, total: int) -> Callable[[int], None] | None:
+    """The index's count of documents done, reported with the number it will reach."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda done: report(done, total)

@@ -264,7 +264,8 @@ class Following(Protocol):
         *,
         rebuild: bool = False,
         sinks: Sequence[str] | None = None,
-        progress: Callable[[int], None] | None = None,
+        progress: Callable[[str, int, int | None], None] | None = None,
     ) -> str | None:
-        """Bring `sinks` (default: all) of `slug` up to its head now; returns that head. Raises NotFound."""
+        """Bring `sinks` (default: all) of `slug` up to its head now; returns that head;
+        `progress(sink, done, total)` follows a rebuild. Raises NotFound."""
         ...

@@ -69,9 +69,14 @@ def query(
 
 
 def reindex(
-    services: Services, caller: Caller, slug: str, progress: Callable[[int], None] | None = None
+    services: Services,
+    caller: Caller,
+    slug: str,
+    progress: Callable[[str, int, int | None], None] | None = None,
 ) -> str | None:
-    """Rebuild the search index of `slug` from git now; returns the version it covers (admin only).
+    """Rebuild the search index and the vectors of `slug` from git now; returns the version they
+    cover (admin only). `progress(sink, done, total)`: files indexed, passages embedded (vectors
+    of unchanged contents are reused, so a rebuild embeds only what is new).
 
     Raises NotFound, Forbidden.
     """

