@@ -25,31 +25,57 @@ from typing import Any
 __all__ = ["collect"]
 
 
+class _Reversed:
+    """A string that orders backwards, so the min-heap's worst kept hit has the greatest key."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: str) -> None:
+        self.value = value
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return self.value > other.value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and self.value == other.value
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def collect(
     searcher: Any,
     query: Any,
     limit: int,
     tiers: Sequence[Set[int]] = (),
     exclude: Set[int] = frozenset(),
+    key: str = "path",
 ) -> tuple[list[tuple[float, int]], int]:
     """The best `limit` (score, docnum) pairs and the number of all matches of `query` not in `exclude`.
 
     A document in more of the `tiers` (sets of document numbers) ranks above one in fewer, then
-    by BM25F score, then by lower document number, so consecutive pages never overlap. The score
+    by BM25F score, then by the smaller value of its `key` column (a unique, sortable field), so
+    the order is the same whatever segments the index is split into: pages asked for one by one
+    never overlap, even when a merge renumbers the documents between two of them. The score
     returned is the number of tiers plus the BM25F score squashed into [0, 1), so it orders hits
     exactly as they are ranked.
     """
     context = searcher.context(needs_current=True)
-    heap: list[tuple[int, float, int]] = []  # (tiers, score, -docnum): the smallest is the worst kept
+    heap: list[tuple[int, float, _Reversed, int]] = []  # (tiers, score, key, docnum): [0] is the worst
     total = 0
     for sub, offset in searcher.leaf_searchers():
         matcher = query.matcher(sub, context)
+        keys = sub.reader().column_reader(key)
         while matcher.is_active():
             docnum = offset + matcher.id()
             if docnum in exclude:
                 matcher.next()
                 continue
-            item = (sum(docnum in tier for tier in tiers), float(matcher.score()), -docnum)
+            item = (
+                sum(docnum in tier for tier in tiers),
+                float(matcher.score()),
+                _Reversed(keys[matcher.id()]),
+                docnum,
+            )
             total += 1
             if len(heap) < limit:
                 heappush(heap, item)
@@ -57,4 +83,6 @@ def collect(
                 heapreplace(heap, item)
             matcher.next()
     heap.sort(reverse=True)
-    return [(level + max(score, 0.0) / (1.0 + max(score, 0.0)), -neg) for level, score, neg in heap], total
+    return [
+        (level + max(score, 0.0) / (1.0 + max(score, 0.0)), docnum) for level, score, _, docnum in heap
+    ], total

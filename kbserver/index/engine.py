@@ -355,7 +355,7 @@ class SearchIndex:
             full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
             # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
             excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()
-            ranked, total = collect(searcher, full, offset + limit, tiers, excluded)
+            ranked, total = collect(searcher, full, offset + limit, tiers, excluded, key=PATH)
             hits = []
             for score, docnum in ranked[offset : offset + limit]:
                 stored = searcher.stored_fields(docnum)

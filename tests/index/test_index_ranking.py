@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,26 @@ def test_question_under_a_prefix_with_pages(ix: SearchIndex) -> None:
     ]
     assert [h.path for page in pages for h in page.hits] == under
     assert all(page.total == len(under) for page in pages)
+
+
+def test_pages_of_equal_scores_stay_disjoint_when_a_merge_renumbers_documents(tmp_path: Path) -> None:
+    """Equal scores rank by path, not by document number: a merge between two page requests
+    (the follower merges when commits pause) must not move a hit from one page to the next.
+    Before the fix, ties ranked by document number and a merge reordered them."""
+    index = SearchIndex(tmp_path / "ix")
+    try:
+        names = [f"n{i:02d}.md" for i in range(12)]
+        # written in an order unlike the paths', over several segments, one file replaced
+        for version, batch in enumerate((names[8:], names[:4], names[4:8]), start=1):
+            index.update(f"v{version}", {p: "the same tea note\n" for p in reversed(batch)}, [])
+        index.update("v4", {names[9]: "the same tea note\n"}, [])
+        seen = []
+        for page in range(len(names)):
+            if page == len(names) // 2:
+                assert index.merge()  # the documents are renumbered here
+            result = index.search("tea", limit=1, offset=page)
+            assert result.total == len(names)
+            seen.extend(hit.path for hit in result.hits)
+        assert seen == sorted(names)  # every file once, in path order
+    finally:
+        index.close()
