@@ -14,7 +14,7 @@ import random
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -25,7 +25,7 @@ from starlette.testclient import TestClient
 from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.index import SearchIndex
-from kbserver.services import kbs
+from kbserver.services import kbs, search
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, make_agent
@@ -118,6 +118,13 @@ class _Edges:
             readme = self.client.get(f"/api/v1/kbs/{slug}/files/README.md", headers=self.headers)
             assert readme.status_code == 200 and not readme.json()["content"].startswith("---")
             docs["README.md"] = readme.json()["content"]
+            head = kbs.describe(self.services, ADMIN, slug).head
+            assert search.status(self.services, ADMIN, slug, wait_for=head, timeout=60).covered
+        # Merge now, not in the middle of a paged walk: a merge renumbers documents and drops the
+        # replaced ones from BM25's statistics, so scores shift between two pages, as they do when
+        # any change reaches the index between requests (offset paging promises nothing then).
+        for sink in cast(Any, self.services.follower).sinks:
+            sink.idle(True)
         self.portal_cm = start_blocking_portal()
         self.portal: BlockingPortal = self.portal_cm.__enter__()
         self.mcp_cm = self.portal.wrap_async_context_manager(memory_client(self.services, "prop"))
