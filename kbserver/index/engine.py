@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import math
 import re
 import struct
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -19,7 +20,7 @@ from whoosh.reading import SegmentReader
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
 from kbserver.index.names import install as _install_names
-from kbserver.index.query import parse_query
+from kbserver.index.query import parse_query, question_words, word_query
 from kbserver.index.reader import open_searcher, refresh_searcher
 from kbserver.index.schema import DIRS, FIELDS, FILTER_PREFIX, FORMAT, META_PATH, PATH, SHA, make_schema
 from kbserver.index.snippet import make_snippet
@@ -368,6 +369,40 @@ class SearchIndex:
                     )
                 )
             return SearchResult(hits, total, version)
+
+    def coverage(self, query: str, paths: Collection[str]) -> dict[str, float]:
+        """For each indexed file of `paths`, the share of `query`'s words it holds, each word weighted
+        by its rarity (BM25's idf): 1.0 for a file holding every word, 0.0 for one holding none.
+
+        Unlike a BM25 score it is absolute, so it can be compared between questions and fused with
+        a cosine: one common word in common is weak evidence, every rare word of the question strong.
+        Document frequencies count live documents only, so the value does not move when the index
+        merges its segments.
+        """
+        query = valid_utf8(query)
+        with self._read_lock:
+            searcher = self._searcher()
+            numbers: dict[int, str] = {}
+            for path in paths:
+                number = searcher.document_number(**{PATH: path})
+                if number is not None:
+                    numbers[number] = path
+            words = question_words(query)
+            if not numbers or not words:
+                return dict.fromkeys(numbers.values(), 0.0)
+            reader = searcher.reader()
+            live = searcher.doc_count()
+            held = dict.fromkeys(numbers, 0.0)
+            weight = 0.0
+            for word in words:
+                found = frozenset(
+                    searcher.docs_for_query(word_query(word, lambda field, text: (field, text) in reader))
+                )
+                idf = math.log(1.0 + (live - len(found) + 0.5) / (len(found) + 0.5))
+                weight += idf
+                for number in found.intersection(numbers):
+                    held[number] += idf
+            return {path: held[number] / weight for number, path in numbers.items()}
 
     @staticmethod
     def _constraint(prefix: str | None, filters: Mapping[str, str] | None) -> tuple[Any | None, bool]:

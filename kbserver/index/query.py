@@ -21,7 +21,14 @@ from kbserver.core.words import CJK_FUNCTION_CHARS, QUESTION_WORDS
 from kbserver.index.analysis import TEXT_ANALYZER, is_cjk
 from kbserver.index.schema import CHARS, SEARCH_FIELDS
 
-__all__ = ["CJK_FUNCTION_CHARS", "QUERY_STOP_WORDS", "ParsedQuery", "parse_query"]
+__all__ = [
+    "CJK_FUNCTION_CHARS",
+    "QUERY_STOP_WORDS",
+    "ParsedQuery",
+    "parse_query",
+    "question_words",
+    "word_query",
+]
 
 # A quoted phrase (an unclosed quote runs to the end), or a run of anything but space and quotes.
 _CHUNK = re.compile(r'(?P<neg>-?)"(?P<phrase>[^"]*)(?:"|\Z)|(?P<word>[^\s"]+)')
@@ -125,6 +132,17 @@ def _query_words(clauses: list[_Clause]) -> tuple[str, ...]:
     words = [t for c in clauses if not c.negated and not c.quoted for t in c.tokens]
     kept = [k for t in words for k in _question_token(t)] or words
     return tuple(dict.fromkeys(kept))
+
+
+def question_words(text: str) -> tuple[str, ...]:
+    """The index terms a question is ranked by: its unquoted, not excluded words, analysed as the
+    index analyses text, question words dropped unless nothing else is left."""
+    return _query_words(_clauses(text))
+
+
+def word_query(token: str, has: HasTerm = _everywhere) -> Any:
+    """The query that finds one index term in any searchable field."""
+    return _term(token, has)
 
 
 def parse_query(text: str, has: HasTerm = _everywhere) -> ParsedQuery:

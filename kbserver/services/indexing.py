@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
 from kbserver.core.errors import Unavailable
@@ -123,6 +123,22 @@ class SearchSink:
                 return ix.search(
                     q, limit=limit, offset=offset, prefix=prefix, filters=filters, exact_total=exact_total
                 )
+        except IndexCorrupt as e:
+            self._damaged(slug, e)
+            raise Unavailable(
+                f"the search index of KB {slug} is damaged and being rebuilt from git; retry shortly",
+                slug=slug,
+            ) from None
+
+    def coverage(self, slug: str, q: str, paths: Collection[str]) -> dict[str, float]:
+        """The idf-weighted share of `q`'s words each indexed file of `paths` holds (index.coverage).
+        Raises Unavailable while the index is damaged."""
+        if not index_exists(self._folder / slug):
+            self.on_missing(slug)
+            return {}
+        try:
+            with self._pool.lease(slug) as ix:
+                return ix.coverage(q, paths)
         except IndexCorrupt as e:
             self._damaged(slug, e)
             raise Unavailable(

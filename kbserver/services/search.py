@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 from kbserver.core.errors import Forbidden, InvalidRequest
 from kbserver.core.model import Caller
@@ -66,6 +66,16 @@ def query(
         total=result.total,
         version=result.version,
     )
+
+
+def word_coverage(
+    services: Services, caller: Caller, slug: str, q: str, paths: Collection[str]
+) -> dict[str, float]:
+    """For each indexed file of `paths`, the share of the words of `q` it holds, each weighted by
+    its rarity: the keyword side of a hybrid fusion (absolute, unlike a BM25 score). Files not
+    indexed yet are left out. Raises NotFound, Unavailable."""
+    require_read(services, caller, slug)
+    return services.search_index.coverage(slug, q, paths)
 
 
 def reindex(
