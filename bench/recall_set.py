@@ -228,6 +228,22 @@ MEMORIES: dict[str, str] = {
     "noor_party": "Noor's birthday party is at the trampoline park on the 18th.",
     "summer_camp": "Lily goes to a science summer camp for two weeks in July.",
     "uncle_diego_visit": "Diego will visit at Christmas and cook the family dinner.",
+    # --- identifiers an agent keeps: tickets, hosts, flags, error codes, versions (added in round 17;
+    # the questions about them repeat the identifier, as people do when they paste one)
+    "inc_4471": "INC-4471 was the checkout outage on 3 November; pgbouncer capped the connection pool at 20.",
+    "pay_2291": "Ticket PAY-2291 tracks the duplicate refund emails; Tom owns it and targets release 2.14.3.",
+    "db_eu_3": "The replica db-eu-3 keeps running out of disk because WAL archiving to S3 is stuck.",
+    "err_cert": "The Android app shows ERR_CERT_DATE_INVALID when a phone's clock is wrong; support tells "
+    "users to turn on automatic time.",
+    "flag_checkout": "The feature flag checkout_v3_rollout serves 25 percent of EU traffic and stays "
+    "off in Germany.",
+    "vpn_host": "The office VPN endpoint is vpn2.corp.example.net; the old vpn1 host was retired in October.",
+    "cron_export": "The invoice export runs from cron at 02:15 UTC as the job export-invoices-nightly.",
+    "k8s": "The staging cluster runs Kubernetes 1.29; the move to 1.30 waits for the Istio 1.22 release.",
+    "grafana": "The payments latency dashboard in Grafana has the uid pay-lat-01.",
+    "pr_1183": "Pull request #1183 removes the legacy SOAP client; Raj asked for two reviewers on it.",
+    "zh_ops_ticket": "工单 OPS-7781 是日志平台 Loki 查询超时的问题，负责人是李娜。",
+    "zh_app_crash": "移动端 3.8.0 版本在华为手机上启动就崩溃，3.8.1 已经修复。",
 }
 
 # (question, keys of the memories that answer it)
@@ -358,4 +374,16 @@ QUESTIONS: list[tuple[str, list[str]]] = [
     ("何医生", ["zh_doctor"]),
     ("PostgreSQL 15 replica", ["db", "cost"]),
     ("Seville wedding vase", ["gift_ana"]),
+    ("INC-4471 root cause", ["inc_4471"]),
+    ("What is PAY-2291 about?", ["pay_2291"]),
+    ("db-eu-3", ["db_eu_3"]),
+    ("ERR_CERT_DATE_INVALID", ["err_cert"]),
+    ("checkout_v3_rollout percentage", ["flag_checkout"]),
+    ("vpn2.corp.example.net", ["vpn_host"]),
+    ("When does export-invoices-nightly run?", ["cron_export"]),
+    ("What blocks Kubernetes 1.30?", ["k8s"]),
+    ("pay-lat-01", ["grafana"]),
+    ("PR 1183", ["pr_1183"]),
+    ("OPS-7781 谁负责", ["zh_ops_ticket"]),
+    ("3.8.1 修复了什么", ["zh_app_crash"]),
 ]

@@ -360,9 +360,14 @@ def memory_search(
                 total = len(keyword) if mode == "hybrid" else 0
             if mode == "semantic":
                 ranked = by_meaning
+            elif ranking.floor is None:  # nothing has a vector (yet): the words alone rank
+                ranked = keyword
             else:
                 fusion = Fusion(keyword_weight=call.services.options.keyword_weight)
-                ranked = fuse(keyword, by_meaning, fusion, semantic_floor=ranking.floor)
+                coverage = search_service.word_coverage(
+                    call.services, call.caller, slug, search, [r.key for r in keyword]
+                )
+                ranked = fuse(keyword, by_meaning, fusion, semantic_floor=ranking.floor, coverage=coverage)
         else:
             ranked = keyword
     page = ranked[offset : offset + limit]

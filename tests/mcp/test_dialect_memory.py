@@ -179,6 +179,31 @@ async def test_filters_combine_with_the_search(services: Services, team: None) -
         assert {p["memories"][0]["id"] for p in paged[:2]} == {a["id"], b["id"]}
 
 
+async def test_hybrid_weighs_how_much_of_the_question_a_memory_holds(services: Services, team: None) -> None:
+    """One common word shared with the question ("last week") must not outrank the answer written in
+    the other language; a pasted identifier that only the words find must come first."""
+    facts = [
+        "上周三夜间同步失败，原因是磁盘空间不足。",
+        "Elena was on holiday in Greece last week.",
+        "Sam moved to a new flat last week and is still unpacking.",
+        "Lily had a cold last week and stayed home from school.",
+        "INC-4471 was the checkout outage; pgbouncer capped the connection pool at 20.",
+        "The checkout page got a new design in spring.",
+    ]
+    async with memory_client(services, "alice") as alice:
+        ids = []
+        for content in facts:
+            added = ok(await alice.call_tool("memory_add", {"content": content}))
+            ids.append(added["id"])
+        await _wait(alice, added["taskId"])
+        for query, expected in [
+            ("Why did the nightly data sync fail last week?", ids[0]),
+            ("INC-4471", ids[4]),
+        ]:
+            found = ok(await alice.call_tool("memory_search", {"search": query, "limit": 3}))
+            assert found["memories"][0]["id"] == expected, (query, found)
+
+
 async def test_similar_memories_are_reported_on_add(services: Services, team: None) -> None:
     async with memory_client(services, "alice") as alice:
         first = ok(await alice.call_tool("memory_add", {"content": "Lily is allergic to peanuts"}))

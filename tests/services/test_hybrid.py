@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -34,7 +36,7 @@ def _reference_convex(kw: list[Ranked], sem: list[Ranked], w: float) -> dict[str
 
 @given(kw=rankings, sem=rankings, w=st.floats(0, 1))
 def test_convex_fusion_equals_its_definition(kw: list[Ranked], sem: list[Ranked], w: float) -> None:
-    got = fuse(kw, sem, Fusion(keyword_weight=w))
+    got = fuse(kw, sem, Fusion(method="convex", keyword_weight=w))
     expected = _reference_convex(kw, sem, w)
     assert {r.key for r in got} == expected.keys()
     for r in got:
@@ -57,13 +59,36 @@ def test_rrf_equals_its_definition(kw: list[Ranked], sem: list[Ranked], k: float
 def test_weights_at_the_ends_give_one_side_only() -> None:
     kw = [Ranked("a", 9.0), Ranked("b", 5.0), Ranked("c", 1.0)]
     sem = [Ranked("c", 0.9), Ranked("b", 0.5), Ranked("d", 0.1)]
-    assert [r.key for r in fuse(kw, sem, Fusion(keyword_weight=1.0))][:3] == ["a", "b", "c"]
-    assert [r.key for r in fuse(kw, sem, Fusion(keyword_weight=0.0))][:2] == ["c", "b"]
+    for method in ("convex", "coverage"):
+        coverage = {"a": 1.0, "b": 0.6, "c": 0.2}
+        ends = [fuse(kw, sem, Fusion(method=method, keyword_weight=w), coverage=coverage) for w in (1.0, 0.0)]  # type: ignore[arg-type]
+        assert [r.key for r in ends[0]][:3] == ["a", "b", "c"]
+        assert [r.key for r in ends[1]][:2] == ["c", "b"]
     # a key both sides like beats each side's favourite at the default weight
     both = [Ranked("a", 9.0), Ranked("b", 8.0), Ranked("c", 1.0)]
     meaning = [Ranked("c", 0.9), Ranked("b", 0.85), Ranked("d", 0.1)]
-    assert fuse(both, meaning)[0].key == "b"
+    assert fuse(both, meaning, coverage={"a": 1.0, "b": 1.0, "c": 0.2})[0].key == "b"
     assert fuse([], []) == []
+
+
+@given(kw=rankings, sem=rankings, w=st.floats(0, 1), data=st.data())
+def test_coverage_fusion_equals_its_definition(
+    kw: list[Ranked], sem: list[Ranked], w: float, data: st.DataObject
+) -> None:
+    """w * coverage + (1 - w) * min-max(cosine); ties in the keyword ranking's order, then by key."""
+    coverage = {r.key: data.draw(st.floats(0, 1)) for r in kw}
+    got = fuse(kw, sem, Fusion(method="coverage", keyword_weight=w), coverage=coverage)
+    lo, hi = min((r.score for r in sem), default=0.0), max((r.score for r in sem), default=0.0)
+    meaning = {r.key: 1.0 if hi == lo else (r.score - lo) / (hi - lo) for r in sem}
+    expected = {r.key: w * coverage[r.key] for r in kw}
+    for key, value in meaning.items():
+        expected[key] = expected.get(key, 0.0) + (1 - w) * value
+    assert {r.key: r.score for r in got} == pytest.approx(expected)
+    place = {r.key: i for i, r in enumerate(kw)}
+    order = sorted(expected, key=lambda k: (-expected[k], place.get(k, len(kw)), k))
+    scores = [expected[k] for k in order]
+    assert [expected[r.key] for r in got] == pytest.approx(scores)  # the same order up to float ties
+    assert [r.key for r in got] == order or any(a == pytest.approx(b) for a, b in itertools.pairwise(scores))
 
 
 def test_bad_settings_are_refused() -> None:
@@ -73,19 +98,27 @@ def test_bad_settings_are_refused() -> None:
         Fusion(method="rrf", rrf_k=0)
 
 
-@given(kw=rankings, sem=rankings, k=st.integers(1, 12), w=st.floats(0, 0.99))
+@given(
+    kw=rankings,
+    sem=rankings,
+    k=st.integers(1, 12),
+    w=st.floats(0, 0.99),
+    method=st.sampled_from(["convex", "coverage"]),
+    covered=st.floats(0, 1),
+)
 def test_the_top_of_a_ranking_with_its_floor_fuses_like_the_whole(
-    kw: list[Ranked], sem: list[Ranked], k: int, w: float
+    kw: list[Ranked], sem: list[Ranked], k: int, w: float, method: str, covered: float
 ) -> None:
     """memory_search passes only the best k by meaning, the keyword candidates' scores by meaning
     and the lowest score of all: the first k places must be those of fusing the whole ranking."""
-    fusion = Fusion(keyword_weight=w)
-    whole = fuse(kw, sem, fusion)
+    fusion = Fusion(method=method, keyword_weight=w)  # type: ignore[arg-type]
+    coverage = {r.key: covered / (1 + i) for i, r in enumerate(kw)}
+    whole = fuse(kw, sem, fusion, coverage=coverage)
     if len(sem) > k:  # keep ties with the k-th, as the vector store does
         cut = sem[k - 1].score
         top = [r for r in sem if r.score >= cut or r.key in {x.key for x in kw}]
     else:
         top = sem
     floor = min((r.score for r in sem), default=None)
-    part = fuse(kw, top, fusion, semantic_floor=floor)
+    part = fuse(kw, top, fusion, semantic_floor=floor, coverage=coverage)
     assert [(r.key, pytest.approx(r.score)) for r in part[:k]] == [(r.key, r.score) for r in whole[:k]]
