@@ -251,9 +251,9 @@ class VectorStore:
             )
         if not len(keep):
             return Ranking([], covered, None)
-        # Rounded: BLAS may give two equal rows results that differ in the last bit, and equal
-        # contents must tie, so that the path (the row order) decides between them.
-        scores = np.round(matrix @ vector, 6)[keep]
+        # Rounded: two equal rows may give results that differ in the last bit, and equal contents
+        # must tie, so that the path (the row order) decides between them.
+        scores = np.round(_cosines(matrix, vector), 6)[keep]
         floor = float(scores.min())
         if len(keep) > limit:  # every row scoring at least the limit-th best, ties included
             worst = np.partition(-scores, limit - 1)[limit - 1]
@@ -319,6 +319,17 @@ class VectorStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _cosines(matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """matrix @ vector on the calling thread, without BLAS.
+
+    OpenBLAS splits a product this size over a thread per core whose workers spin while they wait:
+    on 2 shared cores under load, the product with 10,000 rows took p50 6.6-15 ms that way, 1.3 ms
+    on one BLAS thread and 0.65 ms with einsum's own loop (which never starts a thread).
+    """
+    out: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
+    return out
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
