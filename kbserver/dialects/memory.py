@@ -331,6 +331,8 @@ def memory_search(
         total = len(ranked)
     else:
         keyword: list[Ranked] = []
+        if mode == "hybrid":
+            semantic.prepare(call.services, search)  # embedded on another core meanwhile
         if mode in ("hybrid", "keyword"):
             keyword = _keyword(call, slug, search, memories)
         total = len(keyword)

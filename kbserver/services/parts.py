@@ -187,6 +187,10 @@ class TextSearch(Protocol):
 class VectorSearch(Protocol):
     """Semantic search of each KB over the embedding vectors the follower made."""
 
+    def prepare(self, query: str) -> None:
+        """Start embedding `query` in the background for a search of it that follows soon."""
+        ...
+
     def search(
         self,
         slug: str,

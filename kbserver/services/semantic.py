@@ -9,12 +9,20 @@ from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.vectors import Ranking, VectorHit
 
-__all__ = ["enabled", "ranked", "search", "similarities"]
+__all__ = ["enabled", "prepare", "ranked", "search", "similarities"]
 
 
 def enabled(services: Services) -> bool:
     """False when the deployment runs without an embedder (`KBSERVER_EMBEDDER=none`)."""
     return services.vectors is not None
+
+
+def prepare(services: Services, query: str) -> None:
+    """Start embedding `query` for a `ranked` or `search` of it that follows (the caller does other
+    work meanwhile, such as the keyword search: the embedder runs outside the GIL). Checks nothing
+    and returns at once; the search that follows checks the caller."""
+    if services.vectors is not None:
+        services.vectors.prepare(query)
 
 
 def search(

