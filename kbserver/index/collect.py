@@ -24,6 +24,12 @@ from typing import Any
 
 __all__ = ["collect"]
 
+# Scores are rounded to this many decimals before ranking. Whoosh sums a document's per-field,
+# per-term scores in a tree shaped by which terms the document's segment holds, so the same
+# document can score a last bit apart in two segment layouts; rounded, equal scores stay equal
+# (and tie by path), unless the two sums straddle a rounding boundary (odds about 1e-7 a hit).
+_DIGITS = 9
+
 
 class _Reversed:
     """A string that orders backwards, so the min-heap's worst kept hit has the greatest key."""
@@ -53,11 +59,12 @@ def collect(
     """The best `limit` (score, docnum) pairs and the number of all matches of `query` not in `exclude`.
 
     A document in more of the `tiers` (sets of document numbers) ranks above one in fewer, then
-    by BM25F score, then by the smaller value of its `key` column (a unique, sortable field), so
-    the order is the same whatever segments the index is split into: pages asked for one by one
-    never overlap, even when a merge renumbers the documents between two of them. The score
-    returned is the number of tiers plus the BM25F score squashed into [0, 1), so it orders hits
-    exactly as they are ranked.
+    by BM25F score (rounded, see _DIGITS; its statistics count live documents only, scoring.py),
+    then by the smaller value of its `key` column (a unique, sortable field), so the order is the
+    same whatever segments the index is split into: pages asked for one by one never overlap,
+    even when a merge renumbers the documents between two of them. The score returned is the
+    number of tiers plus the BM25F score squashed into [0, 1), so it orders hits exactly as they
+    are ranked.
     """
     context = searcher.context(needs_current=True)
     heap: list[tuple[int, float, _Reversed, int]] = []  # (tiers, score, key, docnum): [0] is the worst
@@ -72,7 +79,7 @@ def collect(
                 continue
             item = (
                 sum(docnum in tier for tier in tiers),
-                float(matcher.score()),
+                round(float(matcher.score()), _DIGITS),
                 _Reversed(keys[matcher.id()]),
                 docnum,
             )

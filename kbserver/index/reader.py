@@ -5,9 +5,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from whoosh import scoring
 from whoosh.reading import MultiReader, SegmentReader
 from whoosh.searching import Searcher
+
+from kbserver.index.scoring import LiveBM25F, LiveStats
 
 __all__ = ["open_searcher", "refresh_searcher"]
 
@@ -18,8 +19,9 @@ __all__ = ["open_searcher", "refresh_searcher"]
 # a shallow copy of its reader pointing at the new deletion set, so its files are not reopened.
 
 
-def _searcher(ix: Any, reader: Any) -> Any:
-    return Searcher(reader, weighting=scoring.BM25F(), fromindex=ix)
+def _searcher(ix: Any, reader: Any, previous: LiveStats | None = None) -> Any:
+    # Scores from live documents only: a merge between two pages must not reorder them (scoring.py).
+    return Searcher(reader, weighting=LiveBM25F(LiveStats(reader, previous)), fromindex=ix)
 
 
 def open_searcher(ix: Any) -> Any:
@@ -57,4 +59,4 @@ def refresh_searcher(ix: Any, old: Any) -> Any:
     for gone in previous.values():
         gone.close()
     reader = readers[0] if len(readers) == 1 else MultiReader(readers, generation=toc.generation)
-    return _searcher(ix, reader)
+    return _searcher(ix, reader, old.weighting.stats)
