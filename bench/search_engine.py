@@ -1,15 +1,25 @@
 """Benchmark kbserver.index (Whoosh) against SQLite FTS5 (unicode61 over pre-bigrammed text).
 
-    python bench/search_engine.py [--docs 10000] [--repeat 50]
+    python -m bench.search_engine [--docs 10000] [--repeat 50]
+    python -m bench.search_engine --scoring [--docs 10000] [--replaced 1000] [--repeat 50]
 
 Both engines index the same deterministic corpus of mixed English/Chinese notes (15-40 words each)
 in the same run. Query times are for the top 10 plus the total count; Whoosh's also include
 snippets. Updates replace one document and commit.
+
+--scoring measures what scoring from live documents only (kbserver/index/scoring.py) costs against
+Whoosh's own BM25F statistics (the baseline, put back in this process only), in the same run on
+the same corpus: each index is rebuilt, then `--replaced` notes are replaced 10 per update with a
+merge every 10 updates (as the follower does), which leaves their old copies deleted in the big
+segment: the case where live statistics have work to do. Rows: warm queries (one searcher reused),
+an update followed by a search (a new searcher: per-searcher statistics start empty), and opening
+the index and searching once (every statistic computed afresh). Medians, and live / baseline.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import random
@@ -18,10 +28,13 @@ import sqlite3
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from whoosh import scoring
+
 from kbserver.index import SearchIndex
+from kbserver.index import reader as index_reader
 from kbserver.index.analysis import terms
 
 _EN = (
@@ -163,12 +176,126 @@ def bench_fts5(docs: list[tuple[str, str]], folder: Path, repeat: int) -> dict[s
     return out
 
 
+_SCORING_QUERIES = _QUERIES | {"question (what did git review change)": "what did git review change"}
+
+
+class _WhooshBM25F(scoring.BM25F):  # type: ignore[misc]
+    """The baseline: Whoosh's BM25F, its statistics counting deleted documents."""
+
+    def __init__(self, stats: object) -> None:
+        super().__init__()
+        self.stats = stats
+
+
+def _replace_some(ix: SearchIndex, docs: list[tuple[str, str]], count: int) -> None:
+    for start in range(0, count, 10):
+        batch = {
+            docs[(i * 37) % len(docs)][0]: docs[(i * 37) % len(docs)][1] + " replaced"
+            for i in range(start, start + 10)
+        }
+        ix.update(f"r{start}", batch, [])
+        if (start // 10) % 10 == 9:
+            ix.merge()
+    ix.merge()
+
+
+@contextlib.contextmanager
+def _baseline() -> Iterator[None]:
+    """Searchers opened inside score with Whoosh's own statistics (this process only)."""
+    live = index_reader.LiveBM25F
+    index_reader.LiveBM25F = _WhooshBM25F  # type: ignore[misc]
+    try:
+        yield
+    finally:
+        index_reader.LiveBM25F = live  # type: ignore[misc]
+
+
+def _paired(base: Callable[[int], object], live: Callable[[int], object], repeat: int) -> tuple[float, float]:
+    """Medians (ms) of `base` and `live`, sampled alternately so load on the machine hits both alike."""
+    samples: tuple[list[float], list[float]] = ([], [])
+    for i in range(-1, repeat):  # -1: warm-up
+        for side, fn in ((0, base), (1, live)) if i % 2 else ((1, live), (0, base)):
+            context = _baseline() if side == 0 else contextlib.nullcontext()
+            with context:
+                t = time.perf_counter()
+                fn(i)
+                elapsed = (time.perf_counter() - t) * 1000
+            if i >= 0:
+                samples[side].append(elapsed)
+    return statistics.median(samples[0]), statistics.median(samples[1])
+
+
+def bench_scoring(docs: list[tuple[str, str]], tmp: Path, replaced: int, repeat: int) -> None:
+    question = "what did git review change"
+    indexes: list[SearchIndex] = []
+    for name in ("base", "live"):
+        with _baseline() if name == "base" else contextlib.nullcontext():
+            ix = SearchIndex(tmp / name)
+            ix.rebuild("v0", docs)
+            _replace_some(ix, docs, replaced)
+            ix.search("warm")
+        indexes.append(ix)
+    base, live = indexes
+    rows: dict[str, tuple[float, float]] = {}
+    for label, text in _SCORING_QUERIES.items():
+        a, b = base.search(text, limit=1000), live.search(text, limit=1000)
+        assert a.total == b.total, label
+        rows[f"{label}, {a.total} hits"] = _paired(
+            _ignoring_index(functools.partial(base.search, text)),
+            _ignoring_index(functools.partial(live.search, text)),
+            repeat,
+        )
+
+    def update_then_search(ix: SearchIndex) -> Callable[[int], object]:
+        def run(i: int) -> None:
+            path, text = docs[(i + 1) * 11 % len(docs)]
+            ix.update(f"w{i}", {path: text + " again"}, [])
+            ix.search(question)
+
+        return run
+
+    rows["update 1 doc + next search (question)"] = _paired(
+        update_then_search(base), update_then_search(live), repeat
+    )
+    for ix in indexes:
+        ix.merge()
+        ix.close()
+
+    def open_and_search(folder: Path) -> Callable[[int], object]:
+        def run(_: int) -> None:
+            with SearchIndex(folder) as fresh:
+                fresh.search(question)
+
+        return run
+
+    rows["open index + first search (question)"] = _paired(
+        open_and_search(tmp / "base"), open_and_search(tmp / "live"), max(5, repeat // 5)
+    )
+    print(
+        f"{len(docs)} docs, {replaced} replaced (old copies deleted, not merged away), "
+        f"{repeat} samples, p50\n"
+    )
+    print("| | Whoosh BM25F statistics (baseline) | live-document statistics | live / baseline |")
+    print("|---|---|---|---|")
+    for key, (a, b) in rows.items():
+        print(f"| {key} | {a:.2f} ms | {b:.2f} ms | {b / a:.2f} |")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=50, help="samples per timing")
+    parser.add_argument("--scoring", action="store_true", help="live-document scoring vs Whoosh's statistics")
+    parser.add_argument("--replaced", type=int, default=None, help="with --scoring; default docs / 10")
     args = parser.parse_args()
     docs = corpus(args.docs)
+    if args.scoring:
+        tmp = Path(tempfile.mkdtemp(prefix="kb-bench-"))
+        try:
+            bench_scoring(docs, tmp, args.docs // 10 if args.replaced is None else args.replaced, args.repeat)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     tmp = Path(tempfile.mkdtemp(prefix="kb-bench-"))
     try:
         (tmp / "fts").mkdir()
