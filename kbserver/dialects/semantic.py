@@ -45,6 +45,7 @@ from kbserver.dialects.semantic_rules import (
     check_user_id,
     coverage,
     next_due,
+    parse_remind_at,
     recency,
     score,
 )
@@ -153,7 +154,7 @@ def store_memory(
     weight = check_importance(importance)
     when = None if remind_at in (None, "") else str(remind_at).strip()
     if when is not None:
-        parse_time(when, "remind_at")
+        parse_remind_at(when)
     rule = None if recurrence in (None, "") else check_recurrence(recurrence, when)
     slug = call.kb(kb)
     scope = _agent(call)

@@ -3,7 +3,10 @@
 No I/O. Ranking is `0.6·similarity + 0.3·importance + 0.1·recency` (CONTRACT §5): similarity in
 [0, 1], the importance as reinforced by use, and a recency that halves every RECENCY_HALF_LIFE_DAYS
 since the memory was last retrieved (or created), computed when the query runs. Reminders are an
-RFC 3339 `remind_at` and an optional RFC 5545 RRULE evaluated with python-dateutil.
+RFC 3339 `remind_at` and an optional RFC 5545 RRULE evaluated with python-dateutil. `remind_at` may
+carry an RFC 9557 time zone (`2026-03-02T09:00:00+01:00[Europe/Paris]`): the rule then repeats at
+the same wall-clock time in that zone across daylight-saving changes; with an offset alone, at the
+same offset.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import zoneinfo
 
 from dateutil.rrule import rrule, rrulestr
 
@@ -33,6 +37,7 @@ __all__ = [
     "check_user_id",
     "coverage",
     "next_due",
+    "parse_remind_at",
     "recency",
     "score",
 ]
@@ -54,6 +59,7 @@ FREQUENCIES = ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
 that never matches would make dateutil count every second until the year 9999."""
 _FIRST_WITHIN = datetime.timedelta(days=5 * 366)
 _USER_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
+_ZONE_SUFFIX = re.compile(r"\[(?P<critical>!?)(?P<zone>[^\[\]=]{1,64})\]\Z")  # RFC 9557, a zone only
 
 
 def check_content(value: object) -> str:
@@ -85,6 +91,29 @@ def check_importance(value: object) -> float:
     ):
         raise InvalidRequest("importance must be a number from 0 to 1", importance=value)
     return float(value)
+
+
+def parse_remind_at(value: str) -> datetime.datetime:
+    """The instant of an RFC 3339 time, in the time zone of an RFC 9557 suffix if it has one (then a
+    rule repeats at that zone's wall-clock time). A critical suffix (`[!Europe/Paris]`) must agree
+    with the offset. Raises InvalidRequest."""
+    suffix = _ZONE_SUFFIX.search(value)
+    if suffix is None:
+        return parse_time(value, "remind_at")
+    instant = parse_time(value[: suffix.start()], "remind_at")
+    name = suffix["zone"]
+    try:
+        zone = zoneinfo.ZoneInfo(name)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError, OSError):
+        raise InvalidRequest(
+            f"remind_at: unknown time zone [{name}] (an IANA name such as Europe/Paris)", remind_at=value
+        ) from None
+    local = instant.astimezone(zone)
+    if suffix["critical"] and local.utcoffset() != instant.utcoffset():
+        raise InvalidRequest(
+            f"remind_at: the offset does not agree with the time zone {name}", remind_at=value
+        )
+    return local
 
 
 def _rule(recurrence: str, start: datetime.datetime) -> rrule:
@@ -150,7 +179,7 @@ def check_recurrence(value: object, remind_at: str | None) -> str:
     interval = parts.get("INTERVAL", "1")
     if not interval.isdigit() or not 1 <= int(interval) <= 1000:
         raise InvalidRequest("recurrence: INTERVAL must be a whole number from 1 to 1000", recurrence=value)
-    start = parse_time(remind_at, "remind_at")
+    start = parse_remind_at(remind_at)
     if _first(_rule(rule, start), start, int(interval)) is None:
         raise InvalidRequest("recurrence never occurs in the five years after remind_at", recurrence=value)
     return rule
@@ -162,7 +191,7 @@ def next_due(memory: Memory, now: datetime.datetime) -> datetime.datetime | None
     if memory.remind_at is None:
         return None
     try:
-        start = parse_time(memory.remind_at, "remind_at")
+        start = parse_remind_at(memory.remind_at)
         if memory.recurrence is None:
             return start
         check_recurrence(memory.recurrence, memory.remind_at)  # a file edited by hand is checked too

@@ -70,7 +70,11 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         importance: Importance = 0.5,
         remind_at: Annotated[
             str | None,
-            Field(description="When to remind you, RFC 3339 with an offset, e.g. 2026-12-01T09:00:00+01:00."),
+            Field(
+                description="When to remind you, RFC 3339 with an offset, e.g. 2026-12-01T09:00:00+01:00; "
+                "add an RFC 9557 time zone, e.g. 2026-12-01T09:00:00+01:00[Europe/Paris], so that a "
+                "recurrence keeps the local time across daylight-saving changes."
+            ),
         ] = None,
         recurrence: Annotated[
             str | None,

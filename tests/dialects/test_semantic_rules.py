@@ -18,6 +18,7 @@ from kbserver.dialects.semantic_rules import (
     check_user_id,
     coverage,
     next_due,
+    parse_remind_at,
     recency,
     score,
 )
@@ -106,6 +107,30 @@ def test_next_due_of_one_off_and_recurring_reminders() -> None:
     by_hand = _memory("2026-11-02T09:00:00Z", "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30")  # edited in a file
     assert next_due(by_hand, NOW) is None
     assert next_due(_memory("not a time"), NOW) is None
+
+
+def test_a_time_zone_keeps_the_wall_clock_time_across_daylight_saving() -> None:
+    """Europe/Paris leaves +01:00 for +02:00 on 29 March 2026: a daily 09:00 reminder with the zone
+    stays at 09:00 local (07:00 UTC), one with an offset alone stays at 08:00 UTC."""
+    after = datetime.datetime(2026, 3, 30, 0, 0, tzinfo=UTC)
+    zoned = next_due(_memory("2026-03-27T09:00:00+01:00[Europe/Paris]", "FREQ=DAILY"), after)
+    assert zoned is not None and zoned.astimezone(UTC) == datetime.datetime(2026, 3, 30, 7, tzinfo=UTC)
+    fixed = next_due(_memory("2026-03-27T09:00:00+01:00", "FREQ=DAILY"), after)
+    assert fixed is not None and fixed.astimezone(UTC) == datetime.datetime(2026, 3, 30, 8, tzinfo=UTC)
+    once = next_due(_memory("2026-03-27T09:00:00+01:00[Europe/Paris]"), after)
+    assert once is not None and once.astimezone(UTC) == datetime.datetime(2026, 3, 27, 8, tzinfo=UTC)
+    assert parse_remind_at("2026-07-01T09:00:00+02:00[!Europe/Paris]").utcoffset() == datetime.timedelta(
+        hours=2
+    )
+    for bad in (
+        "2026-07-01T09:00:00+01:00[!Europe/Paris]",  # critical, and Paris is at +02:00 in July
+        "2026-07-01T09:00:00+01:00[Mars/Olympus]",
+        "2026-07-01T09:00:00+01:00[../../etc/passwd]",
+        "2026-07-01T09:00:00[Europe/Paris]",  # RFC 9557 still needs the RFC 3339 offset
+    ):
+        with pytest.raises(InvalidRequest):
+            parse_remind_at(bad)
+    assert check_recurrence("FREQ=WEEKLY", "2026-03-27T09:00:00+01:00[Europe/Paris]") == "FREQ=WEEKLY"
 
 
 def test_semantic_fields_round_trip_through_the_file() -> None:

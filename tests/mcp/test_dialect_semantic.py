@@ -239,7 +239,10 @@ async def test_reminders_one_off_and_recurring_and_the_session_instructions(
         late = ok(
             await alice.call_tool(
                 "store_memory",
-                {"content": "Renew the passport", "remind_at": _iso(now + datetime.timedelta(days=40))},
+                {
+                    "content": "Renew the passport",
+                    "remind_at": _iso(now + datetime.timedelta(days=40)) + "[Europe/Paris]",  # RFC 9557
+                },
             )
         )
         next_standup = yesterday_9 + datetime.timedelta(days=1)
@@ -338,6 +341,11 @@ async def test_bad_input_is_refused_and_changes_nothing(services: Services, team
             ("store_memory", {"content": "x", "remind_at": "tomorrow at nine"}, "invalid_request"),
             ("store_memory", {"content": "x", "remind_at": "2026-12-01T09:00:00"}, "invalid_request"),
             ("store_memory", {"content": "x", "remind_at": "2026-02-30T09:00:00Z"}, "invalid_request"),
+            (
+                "store_memory",
+                {"content": "x", "remind_at": "2026-12-01T09:00:00Z[Mars/Olympus]"},
+                "invalid_request",
+            ),
             ("store_memory", {"content": "x", "recurrence": "FREQ=DAILY"}, "invalid_request"),  # no remind_at
             (
                 "store_memory",
