@@ -12,6 +12,7 @@ from pathlib import Path
 
 import httpx
 
+from kbserver.core.paths import case_twins
 from kbserver.services import Services, agents
 from kbserver.services.auth import ADMIN
 
@@ -121,6 +122,7 @@ class DictTree:
     def is_dir(self, path: str) -> bool:
         return any(p.startswith(path + "/") for p in self.files)
 
-    def names(self, folder: str) -> list[str]:
+    def case_twins(self, folder: str, name: str) -> list[str]:
         base = folder + "/" if folder else ""
-        return sorted({p[len(base) :].split("/", 1)[0] for p in self.files if p.startswith(base)})
+        names = sorted({p[len(base) :].split("/", 1)[0] for p in self.files if p.startswith(base)})
+        return case_twins(name, names)

@@ -19,7 +19,7 @@ from kbserver.core.errors import (
     TooLarge,
 )
 from kbserver.core.model import Append, Create, Delete, Edit, FileChange, Limits, Overwrite
-from kbserver.core.paths import case_clash, case_key, check_path, parent_dirs
+from kbserver.core.paths import case_key, check_path, parent_dirs
 
 __all__ = ["Applied", "Tree", "apply", "sha256_hex"]
 
@@ -35,8 +35,10 @@ class Tree(Protocol):
         """True when `path` is a folder (has files under it)."""
         ...
 
-    def names(self, folder: str) -> list[str]:
-        """The names of the files and folders directly in `folder` ("" for the top), in any order."""
+    def case_twins(self, folder: str, name: str) -> list[str]:
+        """The names of the files and folders directly in `folder` ("" for the top) whose
+        `core.paths.case_key` equals `name`'s, `name` itself included when it is there, in any
+        order; [] when `folder` is no folder. (`core.paths.case_twins` computes it from a listing.)"""
         ...
 
 
@@ -133,8 +135,8 @@ class _Reader:
     def is_dir(self, path: str) -> bool:
         return self._tree.is_dir(path)
 
-    def names(self, folder: str) -> list[str]:
-        return self._tree.names(folder)
+    def case_twins(self, folder: str, name: str) -> list[str]:
+        return self._tree.case_twins(folder, name)
 
 
 def _apply_one(reader: _Reader, change: FileChange, limits: Limits) -> Applied:
@@ -204,11 +206,11 @@ def _check_case(reader: _Reader, path: str) -> None:
     parts = path.split("/")
     for depth, name in enumerate(parts):
         folder = "/".join(parts[:depth])
-        siblings = reader.names(folder)
-        if name in siblings:
+        twins = reader.case_twins(folder, name)
+        if name in twins:
             continue  # this folder exists as spelled; look one level down
-        other = case_clash(name, siblings)
-        if other is not None:
+        if twins:
+            other = twins[0]
             existing = f"{folder}/{other}" if folder else other
             raise AlreadyExists(
                 f"{existing} already exists and differs from {path} only by case; a clone on macOS or "

@@ -17,8 +17,8 @@ __all__ = [
     "MAX_PATH_BYTES",
     "MAX_SEGMENT_BYTES",
     "PATH_PATTERN",
-    "case_clash",
     "case_key",
+    "case_twins",
     "check_path",
     "check_prefix",
     "normalize",
@@ -150,13 +150,10 @@ def case_key(name: str) -> str:
     return normalize(name).casefold()
 
 
-def case_clash(name: str, siblings: Iterable[str]) -> str | None:
-    """The sibling whose name differs from `name` only by case (or Unicode form), if any."""
+def case_twins(name: str, siblings: Iterable[str]) -> list[str]:
+    """The siblings whose `case_key` equals `name`'s (`name` itself included when it is one)."""
     key = case_key(name)
-    for sibling in siblings:
-        if sibling != name and case_key(sibling) == key:
-            return sibling
-    return None
+    return [sibling for sibling in siblings if case_key(sibling) == key]
 
 
 def parent_dirs(path: str) -> list[str]:

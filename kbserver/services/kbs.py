@@ -182,7 +182,7 @@ class _NoFiles:
     def is_dir(self, path: str) -> bool:
         return False
 
-    def names(self, folder: str) -> list[str]:
+    def case_twins(self, folder: str, name: str) -> list[str]:
         return []
 
 

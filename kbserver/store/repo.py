@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from typing import Literal, overload
 
 from dulwich.errors import NotTreeError
-from dulwich.object_store import tree_lookup_path
-from dulwich.objects import Blob, Commit, ObjectID, ShaFile, Tree
+from dulwich.object_store import DiskObjectStore
+from dulwich.objects import Commit, ObjectID, ShaFile, Tree
 from dulwich.patch import unified_diff
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import utc_iso
+from kbserver.store.trees import EMPTY, TreeTable, entry_name
 
 __all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView"]
 
@@ -52,34 +53,54 @@ class CommitInfo:
     seconds: int  # `time` as a Unix time
 
 
-def _cost(obj: ShaFile) -> int:
-    """Roughly what a parsed commit or tree holds in memory (a tree entry is ~300 bytes in Python)."""
-    return 200 + 300 * len(obj) if isinstance(obj, Tree) else 1500
+def _cost(obj: ShaFile | TreeTable) -> int:
+    """Roughly what a parsed commit or a tree table holds in memory."""
+    return obj.weight() if isinstance(obj, TreeTable) else 1500
 
 
 class _ObjectCache:
-    """An LRU of parsed commits and trees (immutable for a given id) of at most `max_bytes`."""
+    """An LRU of parsed commits and of trees (`TreeTable`s), immutable for a given id, of at most
+    `max_bytes`."""
 
     def __init__(self, repo: Repo, max_bytes: int = 8 * 1024 * 1024) -> None:
         self._store = repo.object_store
         self._max_bytes = max_bytes
-        self._items: OrderedDict[bytes, tuple[ShaFile, int]] = OrderedDict()
+        self._items: OrderedDict[bytes, tuple[ShaFile | TreeTable, int]] = OrderedDict()
         self._lock = threading.Lock()
         self.bytes = 0
 
-    def __call__(self, sha: bytes) -> ShaFile:
+    def _cached(self, sha: bytes) -> ShaFile | TreeTable | None:
         with self._lock:
             item = self._items.get(sha)
-            if item is not None:
-                self._items.move_to_end(sha)
-                return item[0]
-        obj = self._store[ObjectID(sha)]
-        if obj.type_name != b"blob":
-            self.remember(obj)
-        return obj
+            if item is None:
+                return None
+            self._items.move_to_end(sha)
+            return item[0]
 
-    def remember(self, obj: ShaFile) -> None:
-        """Keep `obj` (a commit or tree the caller must not mutate afterwards)."""
+    def __call__(self, sha: bytes) -> ShaFile:
+        """The commit or blob `sha` (commits are kept). Raises KeyError for an unknown id."""
+        obj = self._cached(sha)
+        if isinstance(obj, ShaFile):
+            return obj
+        found = self._store[ObjectID(sha)]  # a tree asked for as an object is parsed by dulwich, uncached
+        if isinstance(found, Commit):
+            self.remember(found)
+        return found
+
+    def tree(self, sha: bytes) -> TreeTable:
+        """The tree `sha`. Raises KeyError for an unknown id and NotTreeError for another object."""
+        obj = self._cached(sha)
+        if isinstance(obj, TreeTable):
+            return obj
+        type_num, raw = self._store.get_raw(ObjectID(sha))
+        if type_num != Tree.type_num:
+            raise NotTreeError(sha)
+        table = TreeTable.parse(raw, sha)
+        self.remember(table)
+        return table
+
+    def remember(self, obj: ShaFile | TreeTable) -> None:
+        """Keep `obj` (a commit, or a tree table; the caller must not mutate a commit afterwards)."""
         cost = _cost(obj)
         with self._lock:
             old = self._items.pop(obj.id, None)
@@ -87,42 +108,6 @@ class _ObjectCache:
             self._items[obj.id] = (obj, cost)
             while self.bytes > self._max_bytes and len(self._items) > 1:
                 self.bytes -= self._items.popitem(last=False)[1][1]
-
-
-class CachingStore:
-    """The object store as `commit_tree_changes` sees it: reads served from the cache, as copies.
-
-    `commit_tree_changes` mutates the trees it reads, so every read hands out a fresh copy; the trees
-    and commits it writes are remembered, since the next commit reads exactly those.
-    """
-
-    def __init__(self, repo: Repo, cache: _ObjectCache) -> None:
-        self._store = repo.object_store
-        self._cache = cache
-
-    def __getitem__(self, sha: ObjectID) -> ShaFile:
-        return _copy(self._cache(sha))
-
-    def add_object(self, obj: ShaFile) -> None:
-        if isinstance(obj, Tree):  # one chunk: dulwich compresses a loose object chunk by chunk,
-            obj._chunked_text = [obj.as_raw_string()]  # and a tree has one per entry
-        self._store.add_object(obj)
-        if obj.type_name != b"blob":
-            self._cache.remember(_copy(obj))
-
-
-def _copy(obj: ShaFile) -> ShaFile:
-    """A copy that `commit_tree_changes` may mutate. A tree's entries are copied as they are:
-    dulwich's copy() serialises and parses the tree again, ~10 ms for a folder of 10,000 files,
-    several times per commit."""
-    if isinstance(obj, Tree):
-        twin = Tree()
-        twin._entries = dict(obj._entries)  # dulwich keeps a tree's entries in this one dict
-        if not obj._needs_serialization:  # the same bytes and id, until the copy is changed
-            twin._chunked_text, twin._sha = obj._chunked_text, obj._sha
-            twin._needs_serialization = False
-        return twin
-    return obj.copy()
 
 
 class TreeView:
@@ -137,10 +122,16 @@ class TreeView:
         """(git mode, object id) of whatever is at `path` (a file or a folder), or None: for the writer."""
         if self.tree_id is None:
             return None
-        try:
-            mode, sha = tree_lookup_path(self._repo.get, ObjectID(self.tree_id), path.encode())
-        except (KeyError, NotTreeError):  # missing, or a file where a folder was expected
-            return None
+        mode, sha = stat.S_IFDIR, self.tree_id
+        for name in path.encode().split(b"/"):
+            if not name:
+                continue
+            if not stat.S_ISDIR(mode):  # a file where a folder was expected
+                return None
+            found = self._repo.get.tree(sha).get(name)
+            if found is None:
+                return None
+            mode, sha = found
         return mode, sha
 
     def read(self, path: str) -> bytes | None:
@@ -148,9 +139,7 @@ class TreeView:
         entry = self.entry(path)
         if entry is None or not stat.S_ISREG(entry[0]):
             return None
-        blob = self._repo.object(entry[1])
-        assert isinstance(blob, Blob)
-        return blob.as_raw_string()
+        return self._repo.blob(entry[1].decode())
 
     def blob_id(self, path: str) -> str | None:
         entry = self.entry(path)
@@ -162,9 +151,10 @@ class TreeView:
         entry = self.entry(path)
         return entry is not None and stat.S_ISDIR(entry[0])
 
-    def names(self, folder: str) -> list[str]:
-        """The names of the files and folders directly in `folder` ("" for the top), in no
-        particular order; [] if none."""
+    def case_twins(self, folder: str, name: str) -> list[str]:
+        """The names directly in `folder` that equal `name` but for case (or Unicode form), `name`
+        itself included when it is there; [] when `folder` is no folder. Kept per tree and carried
+        along by the writer, so a write to a folder of 10,000 files does not fold 10,000 names."""
         if self.tree_id is None:
             return []
         tree_id: bytes = self.tree_id
@@ -173,10 +163,7 @@ class TreeView:
             if entry is None or not stat.S_ISDIR(entry[0]):
                 return []
             tree_id = entry[1]
-        tree = self._repo.get(tree_id)
-        assert isinstance(tree, Tree)
-        # In no particular order: sorting a folder of 10,000 files costs more than the write.
-        return [name.decode("utf-8", "surrogateescape") for name in tree]
+        return self._repo.get.tree(tree_id).case_twins(name)
 
     def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
         """(path, blob id) of every file under `prefix` (a folder or a path start), in path order."""
@@ -195,10 +182,9 @@ class TreeView:
                 yield path, sha
 
     def _walk_tree(self, tree_id: bytes, base: str) -> Iterator[tuple[str, bytes]]:
-        tree = self._repo.get(tree_id)
-        assert isinstance(tree, Tree)
+        tree = self._repo.get.tree(tree_id)
         # Tree order sorts folders as if they ended in "/", so sort by full path to stay in path order.
-        entries = sorted(tree.iteritems(), key=lambda e: e.path)
+        entries = sorted(tree, key=lambda e: e[0])
         for name, mode, sha in entries:
             path = base + name.decode("utf-8", "surrogateescape")
             if stat.S_ISDIR(mode):
@@ -216,7 +202,14 @@ class KBRepo:
         self.path = path
         self.git = Repo(path)
         self.get = _ObjectCache(self.git, cache_bytes)
-        self.writable = CachingStore(self.git, self.get)
+        store = self.git.object_store
+        level = getattr(store, "loose_compression_level", -1)
+        # zlib level of the loose objects we write: the repository's core.looseCompression or
+        # core.compression, else C git's default for loose objects, 1 (fastest). dulwich's default
+        # (zlib's 6) takes ~4x longer on the 450 kB tree of a folder of 10,000 memories.
+        self.loose_level = 1 if level == -1 else level
+        if isinstance(store, DiskObjectStore):
+            store.loose_compression_level = self.loose_level  # blobs and commits dulwich writes
         self._digests: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
         self._counts: dict[str, int] = {}
         # Versions on main known so far (20-byte ids): the head and its first parents down to
@@ -241,9 +234,6 @@ class KBRepo:
             return self.git.refs[MAIN].decode()
         except KeyError:
             return None
-
-    def object(self, sha: bytes) -> ShaFile:
-        return self.get(sha)
 
     @overload
     def resolve(self, version: str) -> str: ...
@@ -349,13 +339,13 @@ class KBRepo:
     # -- blobs ------------------------------------------------------------------------------------
     def blob(self, blob_id: str) -> bytes:
         """The bytes of a blob. Raises KeyError for an unknown id."""
-        return self.get(blob_id.encode()).as_raw_string()
+        return self.git.object_store.get_raw(ObjectID(blob_id.encode()))[1]
 
     def digest(self, blob_id: bytes) -> tuple[int, str]:
         """(size, sha256) of a blob; the last 20,000 are cached (a blob id names its bytes)."""
         known = self._digests.get(blob_id)
         if known is None:
-            data = self.get(blob_id).as_raw_string()
+            data = self.blob(blob_id.decode())
             known = (len(data), hashlib.sha256(data).hexdigest())
             self._digests[blob_id] = known
             if len(self._digests) > _DIGESTS:
@@ -443,21 +433,17 @@ class KBRepo:
         self._diff_trees(old_tree, new_tree, "", out)
         return sorted(out, key=lambda c: c.path)
 
-    def _entries(self, tree_id: bytes | None) -> dict[bytes, tuple[int, ObjectID]]:
-        if tree_id is None:
-            return {}
-        tree = self.get(tree_id)
-        assert isinstance(tree, Tree)
-        return tree._entries  # dulwich's name -> (mode, sha) table; read only here
-
     def _diff_trees(
         self, old_tree: bytes | None, new_tree: bytes | None, base: str, out: list[Change]
     ) -> None:
         if old_tree == new_tree:
             return
-        old, new = self._entries(old_tree), self._entries(new_tree)
-        for name in {n for n, _ in old.items() ^ new.items()}:
+        old = self.get.tree(old_tree) if old_tree is not None else EMPTY
+        new = self.get.tree(new_tree) if new_tree is not None else EMPTY
+        for name in {entry_name(chunk) for chunk in set(old.chunks) ^ set(new.chunks)}:
             before, after = old.get(name), new.get(name)
+            if before == after:
+                continue  # the same entry spelled differently (a non-canonical mode)
             path = base + name.decode("utf-8", "surrogateescape")
             old_dir = before is not None and stat.S_ISDIR(before[0])
             new_dir = after is not None and stat.S_ISDIR(after[0])
@@ -479,8 +465,8 @@ class KBRepo:
 
     def patch(self, change: Change) -> str:
         """The unified diff of one change, with git's a/ and b/ labels."""
-        old = self.get(change.old_blob.encode()).as_raw_string() if change.old_blob else None
-        new = self.get(change.new_blob.encode()).as_raw_string() if change.new_blob else None
+        old = self.blob(change.old_blob) if change.old_blob else None
+        new = self.blob(change.new_blob) if change.new_blob else None
         return self.text_patch(change.path, old, new)
 
     @staticmethod

@@ -67,7 +67,7 @@ def test_the_composition_roots_parts_have_every_member_of_their_interface(
     repo, writer = services.repos.get(kb)
     assert _missing(repo, Repository) == [] and _missing(writer, Writer) == []
     assert _missing(repo.view(repo.head()), Files) == []
-    assert {"version", "read", "names", "walk", "resolve", "submit", "verify"} <= (
+    assert {"version", "read", "case_twins", "walk", "resolve", "submit", "verify"} <= (
         _members(Files) | _members(Repository) | _members(Writer) | _members(Repositories)
     )  # the member listing itself sees annotations and methods
 
