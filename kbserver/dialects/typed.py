@@ -126,8 +126,11 @@ def _read_record(call: DialectCall, slug: str, kind: str, record_id: str) -> tup
     except InvalidRequest:
         return None
     current = call.read(slug, path)
-    if current is None:
-        return None
+    return None if current is None else _as_record(current, kind, record_id)
+
+
+def _as_record(current: Current, kind: str, record_id: str) -> tuple[Record, Current] | None:
+    """The record `record_id` of `kind` that the file `current` holds, or None."""
     cached = _parsed.get(current.sha256)
     if isinstance(cached, Record):
         record = cached
@@ -240,11 +243,14 @@ def save_memory(
             matched, first, second = record_ids(kind, fields["category"], fields["key"], fields["name"])
             record_id = second
             for candidate in (first, second):
-                found = _read_record(call, slug, kind, candidate)
+                # One read decides both "is it this record" and "is the name free": with two reads,
+                # a save of the same name landing in between made a second record (under `second`).
+                current = call.read(slug, record_path(kind, candidate))
+                found = None if current is None else _as_record(current, kind, candidate)
                 if found is not None and record_key(found[0]) == matched:
                     old, record_id = found, candidate
                     break
-                if found is None and call.read(slug, record_path(kind, candidate)) is None:
+                if current is None:
                     record_id = candidate
                     break
         previous = old[0] if old else None
