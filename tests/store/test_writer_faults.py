@@ -1,8 +1,11 @@
-"""Fault injection in the writer: a job with a bug inside a batch, a failing fsync after main moved."""
+"""Fault injection in the writer: a job with a bug inside a batch, failing flushes before and after
+main moved, main moved by C git in the middle of a write."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -93,3 +96,56 @@ def test_a_failing_fsync_of_the_ref_folder_after_main_moved_is_not_an_error(
     monkeypatch.setattr(writer_module, "sync_files", real)
     assert writer.submit(_put("next.md"))[1] == version  # and the writer goes on
     git_fsck(repos.path("demo"))
+
+
+def test_a_failing_flush_before_main_moves_fails_the_write_and_changes_nothing(
+    repos: Repos, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # One flush makes the new objects and the new ref's bytes durable before the rename onto main:
+    # when it fails, main must not move and its lock must not stay behind.
+    repo, writer = repos.get("demo")
+    head = repo.head()
+    real = writer_module.sync_files
+    seen: list[list[str]] = []
+
+    def failing(anchor: str, paths: list[str]) -> None:
+        seen.append(list(paths))
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(writer_module, "sync_files", failing)
+    with pytest.raises(OSError):
+        writer.submit(_put("lost.md"))
+    assert any(p.endswith(os.path.join("refs", "heads", "main.lock")) for p in seen[0])  # the ref too
+    assert repo.head() == head
+    lock = repos.path("demo") / "refs" / "heads" / "main.lock"
+    assert not lock.exists()
+    monkeypatch.setattr(writer_module, "sync_files", real)
+    version, parent, _ = writer.submit(_put("next.md"))
+    assert parent == head and repo.view(version).read("lost.md") is None
+    git_fsck(repos.path("demo"))
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs C git")
+def test_main_moved_by_c_git_between_the_job_and_the_swap_reapplies_the_write(repos: Repos) -> None:
+    repo, writer = repos.get("demo")
+    path = repos.path("demo")
+    calls: list[str | None] = []
+
+    def job(tip: TreeView) -> CommitPlan:
+        calls.append(tip.version)
+        if len(calls) == 1:  # C git moves main under us (it takes main.lock, not our flock)
+            head = tip.version or ""
+            tree = _git(path, "rev-parse", head + "^{tree}")
+            other = _git(path, "commit-tree", "-p", head, "-m", "by hand", tree)
+            _git(path, "update-ref", "refs/heads/main", other, head)
+        return CommitPlan({"mine.md": b"mine\n"}, "mine", AUTHOR)
+
+    version, parent, _ = writer.submit(job)
+    assert len(calls) == 2 and calls[1] == parent != calls[0]  # re-applied on C git's commit
+    assert repo.head() == version
+    assert _git(path, "log", "--format=%s", "-2", "main").splitlines() == ["mine", "by hand"]
+    git_fsck(path)
+
+
+def _git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True, text=True).stdout.strip()
