@@ -5,12 +5,15 @@ vectors/{slug}/vectors.db   SQLite (WAL), one per KB:
   meta(key, value)          embedder name, dim, covered version
   blob(sha256, vector)      float32 vectors of contents, kept across versions (a revert re-embeds nothing)
   path(path, sha256)        the files of the covered version that have a vector
+  change(seq, path, sha256) the latest changes of `path`, in order (sha256 NULL: deleted), so that
+                            readers follow by row; meta `trimmed` is the last seq no longer kept
 ```
 One writer (the follower's sink) and any number of readers, in any processes: SQLite's own locking
-and WAL make that safe, and a reader notices another process's commit by `PRAGMA data_version`
-before each search, so the in-memory matrix is rebuilt only when the folder changed. Search is exact
-cosine similarity over one numpy matrix (fine to ~10^5 files per KB; see the README for what
-replaces it past that).
+and WAL make that safe. A reader notices another process's commit by `PRAGMA data_version` before
+each search and brings its in-memory matrix along by the changes logged since it last looked
+(kbserver.vectors.matrix); it reloads every vector only when it fell behind what the log keeps or
+the folder changed in a way the log does not say. Search is exact cosine similarity over one numpy
+matrix (fine to ~10^5 files per KB; see the README for what replaces it past that).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kbserver.vectors.embedder import Embedder
+from kbserver.vectors.matrix import Rows
 
 __all__ = ["Ranking", "VectorHit", "VectorStore"]
 
@@ -33,7 +37,9 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blob (sha256 TEXT PRIMARY KEY, vector BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS path (path TEXT PRIMARY KEY, sha256 TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS change (seq INTEGER PRIMARY KEY AUTOINCREMENT, path TEXT NOT NULL, sha256 TEXT);
 """
+_LOG_KEEP = 50_000  # changes kept for readers in other processes (more behind: they reload all)
 _BATCH = 32  # passages per embedder call: big enough to amortise the call, small enough to show progress
 
 
@@ -70,12 +76,10 @@ class VectorStore:
         self._db.executescript(_SCHEMA)
         self._lock = threading.Lock()
         self._seen_data_version: int | None = None
-        self._paths: list[str] = []
-        self._covered: frozenset[str] = frozenset()
-        self._rows: dict[str, int] = {}  # path -> its row of the matrix
-        self._matrix: npt.NDArray[np.float32] = np.zeros((0, 0), dtype=np.float32)
-        self._row_of: dict[str, int] = {}  # sha256 -> row of _rows_matrix (see cached)
-        self._rows_matrix: npt.NDArray[np.float32] | None = None
+        self._rows: Rows | None = None  # the matrix as of change `_seq` (None: not loaded yet)
+        self._seq = 0
+        self._dirty = False  # this connection committed since the matrix was brought along
+        self.compact_from = 1024  # dead rows tolerated before a compaction (see Rows.changed)
         if self._meta("embedder") not in (None, embedder.name):
             self._reset()  # another model's vectors cannot be compared with this one's
 
@@ -91,8 +95,12 @@ class VectorStore:
             self._db.execute("DELETE FROM path")
             self._db.execute("DELETE FROM blob")
             self._db.execute("DELETE FROM meta")
+            self._db.execute("DELETE FROM change")
+            # Readers that followed the log reload everything: nothing they saw is kept.
+            last = self._db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'change'").fetchone()
+            self._db.execute("INSERT INTO meta VALUES ('trimmed', ?)", (str(last[0] if last else 0),))
             self._db.execute("COMMIT")
-            self._seen_data_version = None
+            self._dirty = True
 
     def covered_version(self) -> str | None:
         """The version whose files all have vectors here, or None before the first update."""
@@ -159,6 +167,11 @@ class VectorStore:
                 self._db.executemany("DELETE FROM path WHERE path = ?", [(p,) for p in deletes])
                 self._db.executemany("INSERT OR REPLACE INTO path VALUES (?, ?)", wanted.items())
                 self._db.executemany(
+                    "INSERT INTO change (path, sha256) VALUES (?, ?)",
+                    [*((p, None) for p in deletes if p not in wanted), *wanted.items()],
+                )
+                self._trim_log()
+                self._db.executemany(
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                     [("embedder", self.embedder.name), ("dim", str(self.embedder.dim)), ("version", version)],
                 )
@@ -167,8 +180,17 @@ class VectorStore:
                 self._db.execute("ROLLBACK")
                 raise
             finally:
-                self._seen_data_version = None  # data_version counts only other connections' commits
+                self._dirty = True  # data_version counts only other connections' commits
         return len(embedded)
+
+    def _trim_log(self) -> None:
+        """Keep the last _LOG_KEEP changes (inside the writer's transaction)."""
+        last = self._db.execute("SELECT max(seq) FROM change").fetchone()[0]
+        if last is not None and int(last) > _LOG_KEEP:
+            cut = int(last) - _LOG_KEEP
+            if int(self._meta("trimmed") or 0) < cut:
+                self._db.execute("DELETE FROM change WHERE seq <= ?", (cut,))
+                self._db.execute("INSERT OR REPLACE INTO meta VALUES ('trimmed', ?)", (str(cut),))
 
     def rebuild(
         self,
@@ -187,25 +209,63 @@ class VectorStore:
 
     # -- reading ------------------------------------------------------------------------------
 
-    def _fresh_matrix(self) -> tuple[list[str], npt.NDArray[np.float32]]:
-        """The (paths, matrix) of the covered version, reloaded only after a commit by anyone."""
+    def _fresh(self) -> Rows:
+        """The matrix of the covered version (call with the lock held): brought along by the changes
+        logged since it was last looked at, reloaded whole only when the log cannot say."""
         data_version = int(self._db.execute("PRAGMA data_version").fetchone()[0])
-        if data_version != self._seen_data_version:
-            rows = self._db.execute(
-                "SELECT path.path, blob.vector FROM path JOIN blob USING (sha256) ORDER BY path.path"
+        rows = self._rows
+        if rows is not None and data_version == self._seen_data_version and not self._dirty:
+            return rows
+        self._db.execute("BEGIN")  # one read snapshot for the log and the vectors
+        try:
+            trimmed = int(self._meta("trimmed") or 0)
+            log = self._db.execute(
+                "SELECT seq, path, sha256 FROM change WHERE seq > ? ORDER BY seq", (self._seq,)
             ).fetchall()
-            self._paths = [str(r[0]) for r in rows]
-            self._covered = frozenset(self._paths)
-            self._rows = {p: i for i, p in enumerate(self._paths)}
-            dim = self.embedder.dim
-            buffer = b"".join(r[1] for r in rows)
-            self._matrix = (
-                np.frombuffer(buffer, dtype="<f4").reshape(len(rows), dim)
-                if rows
-                else (np.zeros((0, dim), dtype=np.float32))
+            moved = data_version != self._seen_data_version
+            if rows is None or trimmed > self._seq or (moved and not log):
+                rows = self._load()
+            elif log:
+                rows = self._follow(rows, [(str(p), None if d is None else str(d)) for _s, p, d in log])
+                self._seq = int(log[-1][0])
+        finally:
+            self._db.execute("COMMIT")
+        self._rows, self._seen_data_version, self._dirty = rows, data_version, False
+        return rows
+
+    def _load(self) -> Rows:
+        """Every vector of the covered version, in path order (inside _fresh's read transaction)."""
+        last = self._db.execute("SELECT max(seq) FROM change").fetchone()[0]
+        self._seq = int(last or self._meta("trimmed") or 0)
+        dim = self.embedder.dim
+        entries = [
+            (str(path), str(digest), np.frombuffer(vector, dtype="<f4"))
+            for path, digest, vector in self._db.execute(
+                "SELECT path.path, path.sha256, blob.vector FROM path JOIN blob USING (sha256)"
+                " ORDER BY path.path"
             )
-            self._seen_data_version = data_version
-        return self._paths, self._matrix
+            if len(vector) == 4 * dim
+        ]
+        return Rows.build(dim, entries)
+
+    def _follow(self, rows: Rows, changes: list[tuple[str, str | None]]) -> Rows:
+        """`rows` after the logged `changes`, the new contents' vectors read from the folder."""
+        known = rows.by_digest
+        wanted = sorted({d for _p, d in changes if d is not None and d not in known})
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        dim = self.embedder.dim
+        for chunk in _chunks(wanted, 500):
+            for digest, vector in self._db.execute(
+                f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                if len(vector) == 4 * dim:
+                    found[str(digest)] = np.frombuffer(vector, dtype="<f4")
+
+        def vector_of(digest: str) -> npt.NDArray[np.float32] | None:
+            row = known.get(digest)
+            return rows.matrix[row] if row is not None else found.get(digest)
+
+        return rows.changed(changes, vector_of, compact_from=self.compact_from)
 
     def search(
         self,
@@ -233,40 +293,39 @@ class VectorStore:
         the lowest score of all files under `prefix` accepted by `allow` (so a min-max normalisation
         of the few equals that of the whole ranking)."""
         with self._lock:
-            paths, matrix = self._fresh_matrix()
-            covered, row_of = self._covered, self._rows
-        if limit <= 0 or not paths:
+            rows = self._fresh()
+        covered, row_of, paths = rows.covered, rows.row_of, rows.paths
+        if limit <= 0 or not row_of:
             return Ranking([], covered, None)
         vector = self.embedder.query(query)
-        if prefix is None and allow is None:
-            keep = np.arange(len(paths), dtype=np.int64)
-        else:
+        keep = rows.live_rows
+        if prefix is not None or allow is not None:
             keep = np.fromiter(
                 (
                     i
-                    for i, p in enumerate(paths)
-                    if (prefix is None or p.startswith(prefix)) and (allow is None or allow(p))
+                    for i in keep.tolist()
+                    if (prefix is None or paths[i].startswith(prefix)) and (allow is None or allow(paths[i]))
                 ),
                 dtype=np.int64,
             )
         if not len(keep):
             return Ranking([], covered, None)
         # Rounded: two equal rows may give results that differ in the last bit, and equal contents
-        # must tie, so that the path (the row order) decides between them.
-        scores = np.round(_cosines(matrix, vector), 6)[keep]
+        # must tie, so that the path decides between them.
+        scores = np.round(_cosines(rows.matrix[: rows.n], vector), 6)[keep]
         floor = float(scores.min())
         if len(keep) > limit:  # every row scoring at least the limit-th best, ties included
             worst = np.partition(-scores, limit - 1)[limit - 1]
             chosen = -scores <= worst
             if include:  # the positions in `keep` (sorted rows) of the rows of `include`
-                rows = np.fromiter((row_of[p] for p in include if p in row_of), dtype=np.int64)
-                at = np.searchsorted(keep, rows)
+                wanted = np.fromiter((row_of[p] for p in include if p in row_of), dtype=np.int64)
+                at = np.searchsorted(keep, wanted)
                 inside = at < len(keep)
-                at, rows = at[inside], rows[inside]
-                chosen[at[keep[at] == rows]] = True
+                at, wanted = at[inside], wanted[inside]
+                chosen[at[keep[at] == wanted]] = True
             keep, scores = keep[chosen], scores[chosen]
-        order = np.lexsort((keep, -scores))
-        return Ranking([VectorHit(paths[int(keep[i])], float(scores[i])) for i in order], covered, floor)
+        ranked = sorted(zip((-scores).tolist(), (paths[i] for i in keep.tolist()), strict=True))
+        return Ranking([VectorHit(path, -score) for score, path in ranked], covered, floor)
 
     def cached(self, digests: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """The vectors this folder holds for the contents whose sha256 are `digests` (under any path,
@@ -275,40 +334,24 @@ class VectorStore:
         found: dict[str, npt.NDArray[np.float32]] = {}
         dim = self.embedder.dim
         with self._lock:
-            paths, matrix = self._fresh_matrix()
-            if self._rows_matrix is not matrix:  # the matrix was reloaded
-                self._row_of = self._rows_of(paths)
-                self._rows_matrix = matrix
+            rows = self._fresh()
             for digest in wanted:
-                row = self._row_of.get(digest)
+                row = rows.by_digest.get(digest)
                 if row is not None:
-                    found[digest] = matrix[row]
+                    found[digest] = rows.matrix[row]
             rest = [d for d in wanted if d not in found]  # e.g. contents of a version left behind
             for chunk in _chunks(rest, 500):
-                rows = self._db.execute(
+                for digest, vector in self._db.execute(
                     f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
-                )
-                for digest, vector in rows:
+                ):
                     if len(vector) == 4 * dim:
                         found[str(digest)] = np.frombuffer(vector, dtype="<f4")
         return found
 
-    def _rows_of(self, paths: list[str]) -> dict[str, int]:
-        """sha256 -> row of the loaded matrix; empty when another process committed since it loaded
-        (the rows would not match), so that the callers read the vectors from the database instead."""
-        index = {p: i for i, p in enumerate(paths)}
-        rows: dict[str, int] = {}
-        for path, digest in self._db.execute("SELECT path, sha256 FROM path"):
-            row = index.get(str(path))
-            if row is not None:
-                rows[str(digest)] = row
-        if int(self._db.execute("PRAGMA data_version").fetchone()[0]) != self._seen_data_version:
-            return {}
-        return rows
-
     def weight(self) -> int:
         """Bytes this open folder holds in memory (its matrix, SQLite's page cache): for a pool's budget."""
-        return int(self._matrix.nbytes) + 2 * 1024 * 1024
+        rows = self._rows
+        return (0 if rows is None else int(rows.matrix.nbytes)) + 2 * 1024 * 1024
 
     def close(self) -> None:
         with self._lock:
