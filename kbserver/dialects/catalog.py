@@ -18,7 +18,7 @@ import math
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
@@ -26,9 +26,10 @@ from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.dialects.session import DialectCall, Written
 from kbserver.services import files
 
-__all__ = ["Catalog", "Snapshot"]
+__all__ = ["Catalog", "Snapshot", "Views"]
 
 T = TypeVar("T")
+V = TypeVar("V")
 
 _MAX_KBS = 64  # catalogues kept per kind and services (least recently used out)
 
@@ -234,3 +235,30 @@ class Catalog(Generic[T]):
                 else:
                     self._put(state, path, sha256, self._parse(path, text))
             state.version, state.snapshot = written.version, None
+
+
+class Views(Generic[T, V]):
+    """Values derived from a snapshot (the records passing a search's filters, say), kept for the
+    next call with the same key until the KB changes: a snapshot is made anew for each version and
+    never changes, so a value made from it stays right as long as it is asked for that snapshot.
+    The last `size` are kept."""
+
+    def __init__(self, size: int = 8) -> None:
+        self._size = size
+        self._items: OrderedDict[tuple[int, Hashable], tuple[Snapshot[T], V]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, snapshot: Snapshot[T], key: Hashable, make: Callable[[], V]) -> V:
+        """The value for `snapshot` and `key`, made by `make()` unless kept."""
+        ident = (id(snapshot), key)
+        with self._lock:
+            found = self._items.get(ident)
+            if found is not None and found[0] is snapshot:  # not another snapshot at a reused id
+                self._items.move_to_end(ident)
+                return found[1]
+        value = make()
+        with self._lock:
+            self._items[ident] = (snapshot, value)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+        return value

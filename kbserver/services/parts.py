@@ -13,6 +13,7 @@ file is a path, and a content id (`blob_id`) is an opaque key of a file's bytes.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Protocol, overload
 
@@ -198,7 +199,7 @@ class VectorSearch(Protocol):
         *,
         limit: int = 10,
         prefix: str | None = None,
-        allow: Callable[[str], bool] | None = None,
+        allow: Callable[[str], bool] | AbstractSet[str] | None = None,
     ) -> tuple[list[VectorHit], str | None]:
         """The files most similar to `query` and the version the vectors cover. Raises Unavailable."""
         ...
@@ -217,7 +218,7 @@ class VectorSearch(Protocol):
         *,
         limit: int = 10,
         prefix: str | None = None,
-        allow: Callable[[str], bool] | None = None,
+        allow: Callable[[str], bool] | AbstractSet[str] | None = None,
         include: Collection[str] = (),
     ) -> tuple[Ranking, str | None]:
         """The best `limit` files (plus ties with the last and those of `include`), which files have

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 
 from kbserver.core.model import Caller
 from kbserver.services.auth import require_read
@@ -33,7 +34,7 @@ def search(
     *,
     limit: int,
     prefix: str | None = None,
-    allow: Callable[[str], bool] | None = None,
+    allow: Callable[[str], bool] | AbstractSet[str] | None = None,
 ) -> list[VectorHit]:
     """The files most similar to `query` among those that have vectors, best first (none without an
     embedder). Raises NotFound, Unavailable (the vectors are being rebuilt)."""
@@ -71,7 +72,7 @@ def ranked(
     *,
     limit: int,
     prefix: str | None = None,
-    allow: Callable[[str], bool] | None = None,
+    allow: Callable[[str], bool] | AbstractSet[str] | None = None,
     include: Collection[str] = (),
 ) -> Ranking:
     """The `limit` best files (plus ties with the last, plus those of `include`), which files have

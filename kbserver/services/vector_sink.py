@@ -12,6 +12,7 @@ import logging
 import shutil
 import sqlite3
 from collections.abc import Callable, Collection, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from kbserver.core.errors import Unavailable
@@ -134,7 +135,7 @@ class VectorSink:
         *,
         limit: int = 10,
         prefix: str | None = None,
-        allow: Callable[[str], bool] | None = None,
+        allow: Callable[[str], bool] | AbstractSet[str] | None = None,
     ) -> tuple[list[VectorHit], str | None]:
         """The files of `slug` most similar to `query`, and the version the vectors cover.
 
@@ -151,7 +152,7 @@ class VectorSink:
         *,
         limit: int = 10,
         prefix: str | None = None,
-        allow: Callable[[str], bool] | None = None,
+        allow: Callable[[str], bool] | AbstractSet[str] | None = None,
         include: Collection[str] = (),
     ) -> tuple[Ranking, str | None]:
         """`search` as a Ranking (with the paths that have a vector, and the lowest score), and the

@@ -22,6 +22,7 @@ import hashlib
 import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -56,6 +57,7 @@ class Ranking:
     hits: list[VectorHit]  # at least `limit` best (when there are), plus any tying with the last
     covered: frozenset[str]  # every path that has a vector (the others are not embedded yet)
     floor: float | None  # the lowest score among all the files ranked (None: none ranked)
+    ranked: int = 0  # how many files were ranked: those under the prefix, allowed, with a vector
 
 
 def _sha256(text: str) -> str:
@@ -80,6 +82,7 @@ class VectorStore:
         self._seq = 0
         self._dirty = False  # this connection committed since the matrix was brought along
         self.compact_from = 1024  # dead rows tolerated before a compaction (see Rows.changed)
+        self._allowed: tuple[Rows, AbstractSet[str], bool] | None = None  # see _allows_all
         if self._meta("embedder") not in (None, embedder.name):
             self._reset()  # another model's vectors cannot be compared with this one's
 
@@ -273,10 +276,11 @@ class VectorStore:
         *,
         limit: int = 10,
         prefix: str | None = None,
-        allow: Callable[[str], bool] | None = None,
+        allow: Callable[[str], bool] | AbstractSet[str] | None = None,
     ) -> list[VectorHit]:
         """The `limit` files most similar to `query` (cosine, best first), among those under `prefix`
-        and accepted by `allow`. Ties are broken by path, so results are deterministic."""
+        and accepted by `allow` (a test, or the set of paths allowed). Ties are broken by path, so
+        results are deterministic."""
         return self.ranked(query, limit=limit, prefix=prefix, allow=allow).hits[: max(0, limit)]
 
     def ranked(
@@ -285,7 +289,7 @@ class VectorStore:
         *,
         limit: int = 10,
         prefix: str | None = None,
-        allow: Callable[[str], bool] | None = None,
+        allow: Callable[[str], bool] | AbstractSet[str] | None = None,
         include: Collection[str] = (),
     ) -> Ranking:
         """The `limit` best files as in `search` plus those tying with the last and those of
@@ -299,12 +303,15 @@ class VectorStore:
             return Ranking([], covered, None)
         vector = self.embedder.query(query)
         keep = rows.live_rows
-        if prefix is not None or allow is not None:
+        test = allow.__contains__ if isinstance(allow, AbstractSet) else allow
+        if isinstance(allow, AbstractSet) and self._allows_all(rows, allow):
+            test = None  # every file with a vector is allowed: no check per file
+        if prefix is not None or test is not None:
             keep = np.fromiter(
                 (
                     i
                     for i in keep.tolist()
-                    if (prefix is None or paths[i].startswith(prefix)) and (allow is None or allow(paths[i]))
+                    if (prefix is None or paths[i].startswith(prefix)) and (test is None or test(paths[i]))
                 ),
                 dtype=np.int64,
             )
@@ -313,6 +320,7 @@ class VectorStore:
         # Rounded: two equal rows may give results that differ in the last bit, and equal contents
         # must tie, so that the path decides between them.
         scores = np.round(_cosines(rows.matrix[: rows.n], vector), 6)[keep]
+        count = len(keep)
         floor = float(scores.min())
         if len(keep) > limit:  # every row scoring at least the limit-th best, ties included
             worst = np.partition(-scores, limit - 1)[limit - 1]
@@ -325,7 +333,17 @@ class VectorStore:
                 chosen[at[keep[at] == wanted]] = True
             keep, scores = keep[chosen], scores[chosen]
         ranked = sorted(zip((-scores).tolist(), (paths[i] for i in keep.tolist()), strict=True))
-        return Ranking([VectorHit(path, -score) for score, path in ranked], covered, floor)
+        return Ranking([VectorHit(path, -score) for score, path in ranked], covered, floor, count)
+
+    def _allows_all(self, rows: Rows, allow: AbstractSet[str]) -> bool:
+        """Whether `allow` holds every path of `rows`; remembered for the same two objects (a caller
+        passing the same unchanging set search after search saves checking 10,000 paths each time)."""
+        memo = self._allowed
+        if memo is not None and memo[0] is rows and memo[1] is allow:
+            return memo[2]
+        answer = rows.covered <= allow
+        self._allowed = (rows, allow, answer)
+        return answer
 
     def cached(self, digests: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """The vectors this folder holds for the contents whose sha256 are `digests` (under any path,

@@ -41,6 +41,7 @@ def _same(a: Ranking, b: Ranking) -> None:
     assert [(h.path, h.score) for h in a.hits] == [(h.path, h.score) for h in b.hits]
     assert a.covered == b.covered
     assert a.floor == b.floor
+    assert a.ranked == b.ranked
 
 
 _batch = st.tuples(
@@ -58,6 +59,7 @@ _batch = st.tuples(
     limit=st.integers(1, 6),
     include=st.lists(st.sampled_from(_PATHS), max_size=3),
     log_keep=st.sampled_from([3, 50_000]),
+    allowing=st.sampled_from(["everything", "a test", "a set", "a set of all"]),
 )
 def test_incremental_matrix_ranks_as_a_full_reload(
     tmp_path: Path,
@@ -67,12 +69,24 @@ def test_incremental_matrix_ranks_as_a_full_reload(
     limit: int,
     include: list[str],
     log_keep: int,
+    allowing: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(store_module, "_LOG_KEEP", log_keep)  # small: readers fall behind the log
     where = tmp_path / f"v{abs(hash((str(batches), query, prefix, limit, str(include), log_keep)))}"
     embedder = _Hashed()
-    allow = (lambda p: not p.endswith("m3.md")) if limit % 2 else None
+
+    # The same files allowed as a test (the fresh store's) and as one set object search after search
+    # (the others', which check it against their paths once per state).
+    def test(path: str) -> bool:
+        return allowing in ("everything", "a set of all") or not path.endswith("m3.md")
+
+    allow = {
+        "everything": None,
+        "a test": test,
+        "a set": frozenset(p for p in _PATHS if test(p)),
+        "a set of all": frozenset(_PATHS),
+    }[allowing]
     with VectorStore(where, embedder) as writer, VectorStore(where, embedder) as reader:
         writer.compact_from = reader.compact_from = 2  # compact often
         writer.ranked(query, limit=limit)  # loaded before the changes: followed from here on
@@ -81,7 +95,9 @@ def test_incremental_matrix_ranks_as_a_full_reload(
             writer.update(f"{number:040d}", upserts, deletes)
             got = writer.ranked(query, limit=limit, prefix=prefix, allow=allow, include=include)
             with VectorStore(where, embedder) as fresh:  # loads every vector
-                want = fresh.ranked(query, limit=limit, prefix=prefix, allow=allow, include=include)
+                want = fresh.ranked(query, limit=limit, prefix=prefix, allow=test, include=include)
+                ranked = [p for p in fresh.paths() if test(p) and (prefix is None or p.startswith(prefix))]
+                assert want.ranked == len(ranked)
                 digests = [*fresh.paths().values(), "0" * 64]
                 assert writer.cached(digests).keys() == fresh.cached(digests).keys()
             _same(got, want)  # this process's own writes
