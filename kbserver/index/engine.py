@@ -323,15 +323,13 @@ class SearchIndex:
         offset: int = 0,
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
-        exact_total: bool = True,
     ) -> SearchResult:
         """Rank files for `query` (BM25F), optionally only under `prefix` and with exact field `filters`.
 
         The words are ORed: files with every word rank first, then files with the words as a phrase
         above those (see query.py); "quoted phrases" must occur; -word excludes. An empty query
         lists the files passing prefix and filters, in path order. Never raises on query syntax.
-        `total` is always exact: the collector steps every match anyway (collect.py), so
-        `exact_total` is accepted for callers that do not need it and changes nothing.
+        `total` is the exact number of matches: the collector steps every match anyway (collect.py).
         """
         limit, offset = max(0, limit), max(0, offset)
         query = valid_utf8(query)

@@ -109,7 +109,6 @@ class SearchSink:
         offset: int = 0,
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
-        exact_total: bool = True,
     ) -> SearchResult:
         """Search `slug`'s index. Raises Unavailable while it is damaged (the follower rebuilds it).
 
@@ -120,9 +119,7 @@ class SearchSink:
             return SearchResult([], 0, None)
         try:
             with self._pool.lease(slug) as ix:
-                return ix.search(
-                    q, limit=limit, offset=offset, prefix=prefix, filters=filters, exact_total=exact_total
-                )
+                return ix.search(q, limit=limit, offset=offset, prefix=prefix, filters=filters)
         except IndexCorrupt as e:
             self._damaged(slug, e)
             raise Unavailable(

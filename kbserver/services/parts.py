@@ -171,7 +171,6 @@ class TextSearch(Protocol):
         offset: int = 0,
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
-        exact_total: bool = True,
     ) -> SearchResult:
         """Hits for `q`. Raises Unavailable while the index is damaged (the follower rebuilds it)."""
         ...

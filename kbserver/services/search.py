@@ -36,14 +36,13 @@ def query(
     offset: int = 0,
     prefix: str | None = None,
     filters: Mapping[str, str] | None = None,
-    exact_total: bool = True,
 ) -> SearchResults:
     """The best hits (path, score, snippet), the number of matches and the version searched.
 
     Raises NotFound, InvalidRequest, Unavailable.
 
-    `total` is always exact (the index steps every match anyway); `exact_total` is accepted and
-    changes nothing. `unavailable` means the index was found damaged; the follower rebuilds it from git.
+    `total` is the exact number of matches (the index steps every match anyway). `unavailable`
+    means the index was found damaged; the follower rebuilds it from git.
     """
     require_read(services, caller, slug)
     if not isinstance(q, str) or (not q.strip() and not filters):
@@ -59,7 +58,6 @@ def query(
         offset=offset,
         prefix=check_prefix(prefix) or None,
         filters=filters,
-        exact_total=exact_total,
     )
     return SearchResults(
         hits=[SearchHit(path=h.path, score=round(h.score, 4), snippet=h.snippet) for h in result.hits],

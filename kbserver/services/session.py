@@ -146,9 +146,7 @@ class AgentSession:
         Raises NotFound, InvalidRequest, Unavailable.
         """
         self.wait_for_index(slug)
-        return search.query(
-            self.services, self.caller, slug, query, limit=limit, prefix=prefix, exact_total=False
-        )
+        return search.query(self.services, self.caller, slug, query, limit=limit, prefix=prefix)
 
     def wait_for_index(self, slug: str) -> None:
         """Best effort: let the index catch up with the head before searching (read-your-writes)."""

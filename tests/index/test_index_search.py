@@ -229,14 +229,16 @@ def test_weird_queries_do_not_raise(ix: SearchIndex, query: str) -> None:
     ix.search(query, prefix=query, filters={query: query})
 
 
-def test_exact_total_can_be_skipped(tmp_path: Path) -> None:
+def test_total_counts_every_match_beyond_the_page(tmp_path: Path) -> None:
     ix = SearchIndex(tmp_path / "ix")
     try:
-        ix.rebuild("v1", ((f"n{i}.md", f"heron sighting number {i}") for i in range(30)))
-        exact = ix.search("heron", limit=5)
-        quick = ix.search("heron", limit=5, exact_total=False)
-        assert exact.total == 30
-        assert [h.path for h in quick.hits] == [h.path for h in exact.hits]
-        assert 5 <= quick.total <= 30
+        docs = [(f"{'ab'[i % 3 == 0]}/n{i}.md", f"heron sighting {'egret' * (i % 2)}") for i in range(30)]
+        ix.rebuild("v1", docs)
+        page = ix.search("heron", limit=5)
+        assert (page.total, len(page.hits)) == (30, 5)
+        assert ix.search("heron", limit=5, offset=25).total == 30
+        assert ix.search("heron", limit=1, prefix="b/").total == 10
+        assert ix.search("heron", limit=1, prefix="a/").total == 20
+        assert ix.search("heron -egret", limit=1).total == 15
     finally:
         ix.close()

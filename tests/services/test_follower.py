@@ -240,15 +240,14 @@ def test_wait_for_a_version_not_on_main_is_not_found_at_once(
     assert state(services, kb) == before
 
 
-def test_search_passes_exact_total_through(services: Services, kb: str) -> None:
-    # The index now counts every match cheaply, so `exact_total=False` (MCP) gives the same total.
+def test_search_total_counts_every_match_beyond_the_page(services: Services, kb: str) -> None:
     req = WriteRequest(files=[Create(path=f"n{i}.md", mode="create", content=f"kiwi {i}") for i in range(15)])
     v = writes.submit(services, ADMIN, kb, req).version
     assert services.progress.wait_blocking(kb, v, 60)
-    exact = search.query(services, ADMIN, kb, "kiwi", limit=5)
-    quick = search.query(services, ADMIN, kb, "kiwi", limit=5, exact_total=False)
-    assert exact.total == 15 and 5 <= quick.total <= 15
-    assert exact.hits == quick.hits
+    first = search.query(services, ADMIN, kb, "kiwi", limit=5)
+    last = search.query(services, ADMIN, kb, "kiwi", limit=5, offset=10)
+    assert (first.total, len(first.hits)) == (last.total, len(last.hits)) == (15, 5)
+    assert {h.path for h in first.hits}.isdisjoint(h.path for h in last.hits)
 
 
 @pytest.mark.slow
