@@ -193,6 +193,27 @@ class TreeView:
                 yield path, sha
 
 
+BIG_TREE = 64 * 1024
+"""Bytes from which a tree is stored uncompressed when the repository sets no compression level.
+
+The tree of a folder of 10,000 memories is 450 kB, mostly 20-byte ids that zlib shrinks by only a
+third, and compressing it (4-10 ms at level 1 here) cost more than the rest of a commit. A loose
+object is transient: the writer packs loose objects every PACK_EVERY commits, and the pack
+compresses each object again."""
+
+
+def _configured_level(git: Repo) -> int | None:
+    config = git.get_config()
+    for name in (b"looseCompression", b"compression"):
+        try:
+            return int(config.get((b"core",), name))
+        except KeyError:
+            continue
+        except ValueError:
+            return None  # not a number: git would refuse it; keep our defaults
+    return None
+
+
 class KBRepo:
     """One KB's bare repository. Thread-safe for reads; writes go through `writer.Writer`."""
 
@@ -202,12 +223,13 @@ class KBRepo:
         self.path = path
         self.git = Repo(path)
         self.get = _ObjectCache(self.git, cache_bytes)
+        # zlib levels of the loose objects we write: the repository's core.looseCompression or
+        # core.compression when set; else C git's default for loose objects, 1 (dulwich's default,
+        # zlib's 6, takes ~4x longer), and none for a big tree (see BIG_TREE).
+        configured = _configured_level(self.git)
+        self.loose_level = 1 if configured is None else configured
+        self.big_tree_level = 0 if configured is None else configured
         store = self.git.object_store
-        level = getattr(store, "loose_compression_level", -1)
-        # zlib level of the loose objects we write: the repository's core.looseCompression or
-        # core.compression, else C git's default for loose objects, 1 (fastest). dulwich's default
-        # (zlib's 6) takes ~4x longer on the 450 kB tree of a folder of 10,000 memories.
-        self.loose_level = 1 if level == -1 else level
         if isinstance(store, DiskObjectStore):
             store.loose_compression_level = self.loose_level  # blobs and commits dulwich writes
         self._digests: OrderedDict[bytes, tuple[int, str]] = OrderedDict()

@@ -27,7 +27,7 @@ from dulwich.repo import Repo
 from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, Unavailable
 from kbserver.core.paths import parent_dirs
 from kbserver.store.durable import sync_files
-from kbserver.store.repo import MAIN, KBRepo, TreeView
+from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
 from kbserver.store.trees import edit_tree, write_loose
 
 __all__ = ["PACK_EVERY", "CommitPlan", "Job", "Writer", "kb_lock", "pack_loose", "recover_locks"]
@@ -230,7 +230,8 @@ class Writer:
         root, made = edit_tree(self._repo.get.tree, tree_id, entries)
         folder = os.path.join(self._repo.path, "objects")
         for table in made:
-            write_loose(folder, table, self._repo.loose_level)
+            level = self._repo.big_tree_level if table.size >= BIG_TREE else self._repo.loose_level
+            write_loose(folder, table, level)
             self._repo.get.remember(table)  # the next commit starts from these
             objects.append(table.id)
         commit = Commit()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from hypothesis import strategies as st
 
 from kbserver.core.paths import case_twins
 from kbserver.store import CommitPlan, Repos
+from kbserver.store.repo import BIG_TREE
 from kbserver.store.trees import EMPTY, TreeTable, edit_tree, write_loose
 
 AUTHOR = "agent:test <test@kbserver.invalid>"
@@ -194,3 +196,33 @@ def test_writing_a_tree_that_is_already_stored_keeps_the_file(tmp_path: Path) ->
     data = Path(first).read_bytes()
     assert write_loose(str(tmp_path), table, 9) == first
     assert Path(first).read_bytes() == data
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs C git")
+def test_a_big_tree_is_stored_uncompressed_unless_the_repository_sets_a_level(tmp_path: Path) -> None:
+    def big_tree_file(repos: Repos, tag: str) -> tuple[int, int]:
+        """(bytes of the tree object of folder m/, bytes of its loose file) after one big write."""
+        repo, writer = repos.get("demo")
+        files: dict[str, bytes | None] = {f"m/{i:05d}-{tag}.md": b"x\n" for i in range(2000)}
+        version, _, _ = writer.submit(lambda _tip: CommitPlan(files, "many", AUTHOR))
+        entry = repo.view(version).entry("m")
+        assert entry is not None
+        sha = entry[1].decode()
+        loose = repos.path("demo") / "objects" / sha[:2] / sha[2:]
+        body = zlib.decompress(loose.read_bytes())
+        assert body.startswith(b"tree ")  # a well-formed loose object either way
+        return len(body), loose.stat().st_size
+
+    repos = Repos(tmp_path / "kbs", fsync=False)
+    repos.create("demo", b"# Demo\n", AUTHOR, "create KB demo")
+    size, stored = big_tree_file(repos, "a")
+    assert size >= BIG_TREE and stored > size  # zlib level 0: stored blocks, a few bytes over
+    repos.close()
+    path = repos.path("demo")
+    subprocess.run(["git", "config", "core.looseCompression", "9"], cwd=path, check=True)
+    again = Repos(tmp_path / "kbs", fsync=False)
+    size, stored = big_tree_file(again, "b")
+    assert stored < size  # the repository's own level
+    fsck = subprocess.run(["git", "fsck", "--full", "--strict"], cwd=path, capture_output=True, text=True)
+    assert fsck.returncode == 0, fsck.stdout + fsck.stderr
+    again.close()
