@@ -360,13 +360,14 @@ def memory_search(
                 include=[r.key for r in keyword],  # their meaning counts in the fusion too
             )
             by_meaning = [Ranked(h.path, h.score) for h in ranking.hits if h.path in memories]
+            words_only: set[str] = set()
             if semantic.enabled(call.services):
                 embedded = ranking.ranked  # the memories with a vector
                 if len(memories) > embedded:  # ranked by their words only until the follower embeds them
                     out["unembedded"] = len(memories) - embedded
                 # Every memory with a vector is ranked by meaning, the others only by their words.
-                words_only = sum(1 for r in keyword if r.key not in ranking.covered)
-                total = embedded + (words_only if mode == "hybrid" else 0)
+                words_only = {r.key for r in keyword if r.key not in ranking.covered}
+                total = embedded + (len(words_only) if mode == "hybrid" else 0)
             else:
                 total = len(keyword) if mode == "hybrid" else 0
             if mode == "semantic":
@@ -378,7 +379,14 @@ def memory_search(
                 coverage = search_service.word_coverage(
                     call.services, call.caller, slug, search, [r.key for r in keyword]
                 )
-                ranked = fuse(keyword, by_meaning, fusion, semantic_floor=ranking.floor, coverage=coverage)
+                ranked = fuse(
+                    keyword,
+                    by_meaning,
+                    fusion,
+                    semantic_floor=ranking.floor,
+                    coverage=coverage,
+                    keyword_only=words_only,  # not embedded yet: their words stand in for their meaning
+                )
         else:
             ranked = keyword
     page = ranked[offset : offset + limit]

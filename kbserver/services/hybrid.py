@@ -17,7 +17,7 @@ a setting (`semantic_weight`); convex and RRF stay available for comparison.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -69,6 +69,7 @@ def fuse(
     *,
     semantic_floor: float | None = None,
     coverage: Mapping[str, float] | None = None,
+    keyword_only: Collection[str] = (),
 ) -> list[Ranked]:
     """Every key of either list, best first, with its fused score; ties broken by key.
 
@@ -81,20 +82,32 @@ def fuse(
     words each key of `keyword` holds (0 when missing); ties follow the keyword ranking, then key.
     Convex: `w * norm(bm25) + (1 - w) * norm(cosine)`, a key missing from a list counting 0 there.
     RRF: `sum 1 / (k + rank)` over the lists that hold the key (ranks from 1).
+
+    `keyword_only` names keys of `keyword` that the semantic side cannot score at all (no vector yet:
+    written since the embeddings last caught up). Their words stand in for their meaning: coverage
+    and convex give them their keyword part with weight 1, RRF counts their keyword rank twice.
+    Counting the missing meaning as 0 would rank a memory written a moment ago, the question's only
+    keyword match, below every memory merely close to the question in meaning, off the page until
+    the follower embeds it.
     """
     fusion = fusion or Fusion()
     scores: dict[str, float] = {}
     if fusion.method == "rrf":
         for ranking in (keyword, semantic):
             for rank, r in enumerate(ranking, start=1):
-                scores[r.key] = scores.get(r.key, 0.0) + 1.0 / (fusion.rrf_k + rank)
+                if r.key in keyword_only and ranking is semantic:
+                    continue
+                share = 2.0 if r.key in keyword_only else 1.0
+                scores[r.key] = scores.get(r.key, 0.0) + share / (fusion.rrf_k + rank)
     elif fusion.method == "coverage":
         w = fusion.keyword_weight
         covered = coverage or {}
         for r in keyword:
-            scores[r.key] = w * min(1.0, max(0.0, covered.get(r.key, 0.0)))
+            part = 1.0 if r.key in keyword_only else w
+            scores[r.key] = part * min(1.0, max(0.0, covered.get(r.key, 0.0)))
         for key, value in _min_max(semantic, semantic_floor).items():
-            scores[key] = scores.get(key, 0.0) + (1.0 - w) * value
+            if key not in keyword_only:
+                scores[key] = scores.get(key, 0.0) + (1.0 - w) * value
         place = {r.key: i for i, r in enumerate(keyword)}
         last = len(place)
         return [
@@ -104,7 +117,8 @@ def fuse(
     else:
         w = fusion.keyword_weight
         for key, value in _min_max(keyword).items():
-            scores[key] = scores.get(key, 0.0) + w * value
+            scores[key] = scores.get(key, 0.0) + (1.0 if key in keyword_only else w) * value
         for key, value in _min_max(semantic, semantic_floor).items():
-            scores[key] = scores.get(key, 0.0) + (1.0 - w) * value
+            if key not in keyword_only:
+                scores[key] = scores.get(key, 0.0) + (1.0 - w) * value
     return [Ranked(k, s) for k, s in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]

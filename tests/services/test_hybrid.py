@@ -122,3 +122,20 @@ def test_the_top_of_a_ranking_with_its_floor_fuses_like_the_whole(
     floor = min((r.score for r in sem), default=None)
     part = fuse(kw, top, fusion, semantic_floor=floor, coverage=coverage)
     assert [(r.key, pytest.approx(r.score)) for r in part[:k]] == [(r.key, r.score) for r in whole[:k]]
+
+
+@pytest.mark.parametrize("method", ["coverage", "convex", "rrf"])
+def test_keys_without_a_vector_rank_by_their_words_alone(method: str) -> None:
+    """A memory not embedded yet (keyword_only) is scored by its words standing in for its meaning:
+    the question's only keyword match must not fall below memories merely close in meaning."""
+    kw = [Ranked("new", 7.0)]
+    sem = [Ranked(f"m{i}", 0.9 - i / 20) for i in range(10)]
+    fusion = Fusion(method=method)  # type: ignore[arg-type]
+    coverage = {"new": 1.0}
+    without = [r.key for r in fuse(kw, sem, fusion, coverage=coverage)]
+    assert without.index("new") > 0  # its missing meaning counted as 0 buries it
+    got = fuse(kw, sem, fusion, coverage=coverage, keyword_only={"new"})
+    assert got[0].key == "new"
+    if method != "rrf":
+        assert got[0].score == pytest.approx(1.0)  # its keyword part, with weight 1
+    assert [r.key for r in got[1:]] == [r.key for r in sem]  # the others as before
