@@ -311,7 +311,7 @@ def memory_search(
     agent = _agent(call)
 
     def passes(m: Memory) -> bool:
-        if not visible(m, agent):
+        if not visible(m, agent) or m.superseded_by is not None:
             return False
         if agentId is not None and m.agentId != agentId:
             return False
@@ -329,10 +329,11 @@ def memory_search(
     unfiltered = agent is None and all(f is None for f in (agentId, category, sessionId, start, end))
     # The admin without filters sees every memory: no copy. `allow` is the same object while the KB
     # does not change, so the vectors check it against their paths once, not on every search.
+    # A `semantic` memory that a newer one superseded is history: searches skip it (CONTRACT §5).
     memories, allow = _VIEWS.get(
         snapshot,
         (agent, agentId, category, sessionId, start, end),
-        lambda: _passing(snapshot, None if unfiltered else passes),
+        lambda: _passing(snapshot, None if unfiltered and not _any_superseded(snapshot) else passes),
     )
     out: dict[str, object] = {}
     if not search.strip():
@@ -396,6 +397,10 @@ def memory_search(
         "total": total,
         **out,
     }
+
+
+def _any_superseded(snapshot: Snapshot[Memory]) -> bool:
+    return any(m.superseded_by is not None for m in snapshot.records.values())
 
 
 def _passing(

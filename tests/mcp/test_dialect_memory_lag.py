@@ -1,9 +1,10 @@
-"""memory_search while the vectors lag behind the index.
+"""memory_search while the vectors lag behind the index, and next to superseded `semantic` memories.
 
 Found by the outside check of issue 12 (a real `kbserver serve` driven by the SDK client): a memory
 written a moment ago, the only one holding the question's word, was missing from the default
 (hybrid) search until the follower embedded it, because its missing meaning counted as 0 against
-every embedded memory merely close to the question.
+every embedded memory merely close to the question; and memory_search returned memories that a newer
+`store_memory` had superseded, which every other search skips.
 """
 
 from __future__ import annotations
@@ -99,3 +100,31 @@ async def test_hybrid_finds_a_memory_not_embedded_yet_by_its_words(held: Service
         assert done["status"] == "done"
         hybrid = ok(await alice.call_tool("memory_search", {"search": "Quokkaroo", "limit": 3}))
         assert "unembedded" not in hybrid and hybrid["memories"][0]["id"] == new["id"]
+
+
+async def test_memory_search_skips_superseded_semantic_memories(held: Services) -> None:
+    RELEASE.set()
+    async with memory_client(held, "alice") as alice:
+        old = ok(
+            await alice.call_tool(
+                "store_memory", {"content": "Alice prefers tea to coffee.", "memory_type": "preference"}
+            )
+        )
+        new = ok(
+            await alice.call_tool(
+                "store_memory", {"content": "Alice now prefers coffee to tea.", "memory_type": "preference"}
+            )
+        )
+        assert new["superseded"] == [old["id"]]
+        ok(await alice.call_tool("memory_task_wait", {"taskId": new["taskId"], "timeout": 60}))
+        for args in (
+            {"search": "Does Alice prefer tea or coffee?"},
+            {"search": "Does Alice prefer tea or coffee?", "mode": "keyword"},
+            {"search": "Does Alice prefer tea or coffee?", "mode": "semantic"},
+            {"search": ""},
+            {"search": "", "agentId": "alice"},
+        ):
+            found = ok(await alice.call_tool("memory_search", args))
+            ids = [m["id"] for m in found["memories"]]
+            assert new["id"] in ids and old["id"] not in ids, (args, found)
+            assert found["total"] == 1, (args, found)
