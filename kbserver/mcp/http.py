@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
@@ -27,6 +29,10 @@ __all__ = ["MCP_PATH", "KBTokenVerifier", "mcp_http", "mount_mcp", "transport_se
 MCP_PATH = "/mcp"
 _CALLER = "kbserver.caller"
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+_SDK_HTTP_LOG = "mcp.server.streamable_http"
+_SDK_POST_FAILED = "Error handling POST request"
+
+log = logging.getLogger(__name__)
 
 
 class KBTokenVerifier(TokenVerifier):
@@ -70,8 +76,35 @@ def transport_security(allowed_hosts: Sequence[str]) -> TransportSecuritySetting
     )
 
 
+class _ClosingSessionNoise(logging.Filter):
+    """The SDK answers a notification (202) before it hands it to the session; when the client closes
+    the session in between (a client that opens a session and leaves at once), the hand-over finds the
+    session's stream closed and the SDK logs an ERROR with a traceback. The client has its answer and
+    the session is gone on purpose: this is an INFO line without a traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if record.msg == _SDK_POST_FAILED and isinstance(exc, anyio.ClosedResourceError):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg = "a message arrived for an MCP session that its client was closing; dropped"
+            record.args, record.exc_info, record.exc_text = (), None, None
+        return True
+
+
+def _quiet_closing_sessions() -> None:
+    sdk = logging.getLogger(_SDK_HTTP_LOG)
+    if not any(isinstance(f, _ClosingSessionNoise) for f in sdk.filters):
+        sdk.addFilter(_ClosingSessionNoise())
+
+
 class _ContractErrors:
-    """Gives the SDK's bare 401 the contract's error body; status and WWW-Authenticate stay as they are."""
+    """Gives the SDK's bare 401 the contract's error body; status and WWW-Authenticate stay as they are.
+
+    Also keeps the SDK's second answer to one request from reaching the server: after answering a
+    notification 202 it may fail to hand it to a session its client is closing, then tries to answer
+    500 as well (which would raise "response already started", log a traceback and count a 500 that no
+    client ever saw). The first answer stands; the failure is logged at INFO.
+    """
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -81,9 +114,18 @@ class _ContractErrors:
             await self.app(scope, receive, send)
             return
         rewriting = False
+        started = False
+        dropping = False
 
         async def wrapped(message: Message) -> None:
-            nonlocal rewriting
+            nonlocal rewriting, started, dropping
+            if message["type"] == "http.response.start":
+                if started:
+                    dropping = True  # a second answer to the same request: the first one stands
+                    return
+                started = True
+            if dropping:
+                return
             if message["type"] == "http.response.start" and message["status"] == 401:
                 rewriting = True
                 # The SDK answers 401 for a missing and an unknown token alike; say which it was.
@@ -98,7 +140,12 @@ class _ContractErrors:
                 return  # the SDK's own body, replaced above
             await send(message)
 
-        await self.app(scope, receive, wrapped)
+        try:
+            await self.app(scope, receive, wrapped)
+        except anyio.ClosedResourceError:
+            if not started:
+                raise
+            log.info("an MCP session was closed while one of its messages was in flight; dropped")
 
 
 def _has_bearer(scope: Scope) -> bool:
@@ -118,6 +165,7 @@ def mcp_http(
 ) -> tuple[MCPServer[Any], ASGIApp]:
     """The MCP server for HTTP callers and its ASGI app serving `/mcp` (needs the server's session
     manager running: see mount_mcp)."""
+    _quiet_closing_sessions()
     binding = Binding(services, _token_caller(services, admin_token))
     verifier = KBTokenVerifier(services, admin_token)
     server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools)
