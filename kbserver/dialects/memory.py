@@ -307,7 +307,7 @@ def memory_search(
     if not isinstance(search, str):
         raise InvalidRequest("search must be a text")
     start, end = _time(startTime, "startTime"), _time(endTime, "endTime")
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     agent = _agent(call)
 
     def passes(m: Memory) -> bool:
@@ -425,9 +425,15 @@ async def memory_task_wait(
     kb: str | None = None,
 ) -> dict[str, object]:
     """`done` once every sink (the keyword index and the vectors) covers version `taskId`, else
-    `pending` after `timeout` seconds. Holds no thread while it waits. Raises NotFound, InvalidRequest."""
+    `pending` after `timeout` seconds (at most MAX_WAIT_SECONDS). Holds no thread while it waits.
+    Raises NotFound, InvalidRequest."""
     if not isinstance(taskId, str) or not taskId:
         raise InvalidRequest("taskId must be the taskId a memory tool returned")
-    slug = await asyncio.to_thread(call.kb, kb)
-    done = await search_service.wait_for(call.services, call.caller, slug, taskId, float(timeout))
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+        raise InvalidRequest("timeout must be a number of seconds, 0 or more", timeout=timeout)
+    slug = await asyncio.to_thread(call.kb_to_read, kb)
+    # A longer wait than the service allows answers `pending` after the longest one instead of failing:
+    # the caller asks again.
+    wait = min(float(timeout), search_service.MAX_WAIT_SECONDS)
+    done = await search_service.wait_for(call.services, call.caller, slug, taskId, wait)
     return {"taskId": taskId, "status": "done" if done else "pending"}

@@ -334,7 +334,7 @@ def memory(
 ) -> Outcome:
     """Run one memory-tool command. Raises InvalidRequest, NotFound, AlreadyExists, NoMatch,
     AmbiguousMatch and every error of the write path."""
-    mem = _Memory(call, call.kb(kb))
+    mem = _Memory(call, call.kb_to_read(kb) if command == "view" else call.kb(kb))
     if command == "view":
         _need(command, path=path)
         assert path is not None

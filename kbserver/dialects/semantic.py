@@ -352,7 +352,7 @@ def search_memories_by_semantics(
     text = _query(query)
     count = _limit(limit)
     user = check_user_id(user_id)
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     memories = _candidates(call, slug, user, include_superseded)
     sims, fallen_back = _similarities(call, slug, text, memories, as_query=True)
     kept = [(s, m) for s, m in zip(sims, memories, strict=True) if s >= MIN_SIMILARITY]
@@ -380,7 +380,7 @@ def recall_related(
     text = _query(query)
     count = _limit(limit)
     user = check_user_id(user_id)
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     memories = _candidates(call, slug, user, include_superseded)
     sims, fallen_back = _similarities(call, slug, text, memories, as_query=True)
     best = max(range(len(memories)), key=lambda i: (sims[i], memories[i].id), default=None)
@@ -445,7 +445,7 @@ def list_due_memories(
     user = None if user_id is None else check_user_id(user_id)
     now = _now()
     until = now + DUE_WINDOW if before in (None, "") else parse_time(str(before), "before")
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     return {"memories": [_due_item(due, m, now) for due, m in _due(call, slug, user, until, now)]}
 
 

@@ -63,6 +63,14 @@ class DialectCall(AgentSession):
         """`kb`, or the caller's only writable KB. Raises InvalidRequest when that is ambiguous."""
         return self.default_kb(kb, writable=True)
 
+    def kb_to_read(self, kb: str | None) -> str:
+        """For a tool that only reads: `kb`, or the caller's only writable KB, or, for an agent that
+        can write to none, its only readable KB (the contract's rule names writable KBs only, which
+        left read-only agents with no default at all). Raises InvalidRequest when that is ambiguous."""
+        if kb is None and not self.writable():
+            return self.default_kb(None)
+        return self.kb(kb)
+
     def read(self, slug: str, path: str) -> Current | None:
         """The current file, or None when it does not exist. Raises NotFound (KB), InvalidRequest."""
         try:

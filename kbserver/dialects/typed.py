@@ -334,7 +334,7 @@ def query_index(
     words = query_words(query) if isinstance(query, str) else []
     if not words:
         raise InvalidRequest("query must hold at least one word to look for", query=query)
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     scored = []
     for r in _records(call, slug, kinds):
         extra = [r.name or "", r.category or "", r.key or "", r.saved_reason or ""]
@@ -352,7 +352,7 @@ def query_index(
 def get_memory(call: DialectCall, type: str, id: str, *, kb: str | None = None) -> dict[str, object]:
     """The whole record; for type `source`, the archived day (id = its date) or the KB file (its path)."""
     kind = _type(type, (*RECORD_TYPES, "source"))
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     if not isinstance(id, str) or not id:
         raise NotFound("pass the id of a memory (query_index lists them)", type=kind, id=id)
     if kind == "source":
@@ -460,7 +460,7 @@ def recall_raw(
         raise InvalidRequest("startDate must not be after endDate", startDate=start, endDate=end)
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
-    slug = call.kb(kb)
+    slug = call.kb_to_read(kb)
     found: list[tuple[float, Day]] = []
     for path, (_, sha256) in call.entries(slug, ARCHIVE + "/").items():
         name = path[len(ARCHIVE) + 1 :]

@@ -426,7 +426,10 @@ def memory_tools(binding: "Binding") -> list[Tool]:
     async def memory_task_wait(
         taskId: Annotated[str, Field(description="The taskId a memory tool returned (a version).")],
         ctx: Context[Any, Any],
-        timeout: Annotated[float, Field(ge=0, le=60, description="Seconds to wait at most.")] = 60,
+        timeout: Annotated[
+            float,
+            Field(ge=0, description="Seconds to wait at most (longer waits answer pending after 60)."),
+        ] = 60,
         kb: Kb = None,
     ) -> CallToolResult:
         """Wait until search covers a change: both the keyword index and the meaning vectors.

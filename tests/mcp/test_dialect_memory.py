@@ -275,3 +275,32 @@ async def test_bad_input_is_refused_and_changes_nothing(services: Services, team
         ]:
             assert error(await alice.call_tool(tool, args))["code"] == code, (tool, args)
         assert state(services, "notes") == before
+
+
+async def test_a_read_only_agent_reads_its_only_kb_and_a_long_wait_answers_pending(
+    services: Services, team: None
+) -> None:
+    """The contract's default is the agent's only writable KB; one that may only read has none, so
+    its reading tools default to its only readable KB. A wait longer than the service's longest
+    answers after the longest, as a timeout does, instead of failing."""
+    make_agent(services, "reader", {"notes": "read"}, tools=["memory", "semantic"])
+    async with memory_client(services, "alice") as alice:
+        added = ok(
+            await alice.call_tool("memory_add", {"content": "The VPN endpoint is vpn2.corp.example.net"})
+        )
+        await _wait(alice, added["taskId"])
+    before = state(services, "notes")
+    async with memory_client(services, "reader") as reader:
+        found = ok(
+            await reader.call_tool("memory_search", {"search": "vpn2.corp.example.net", "mode": "keyword"})
+        )
+        assert [m["id"] for m in found["memories"]] == [added["id"]]
+        assert ok(await reader.call_tool("list_due_memories", {}))["memories"] == []
+        waited = ok(await reader.call_tool("memory_task_wait", {"taskId": added["taskId"], "timeout": 600}))
+        assert waited["status"] == "done"
+        for tool, args, code in [
+            ("memory_add", {"content": "I may not write"}, "invalid_request"),
+            ("memory_task_wait", {"taskId": added["taskId"], "timeout": -1}, "invalid_request"),
+        ]:
+            assert error(await reader.call_tool(tool, args))["code"] == code, tool
+    assert state(services, "notes") == before
