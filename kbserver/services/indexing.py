@@ -10,11 +10,14 @@ import logging
 import shutil
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
 from kbserver.index import IndexCorrupt, SearchIndex, SearchResult, index_exists
 from kbserver.services.follower import Delta, SinkDamaged
+
+T = TypeVar("T")
 
 __all__ = ["INDEX_SINK", "SearchSink"]
 
@@ -114,28 +117,26 @@ class SearchSink:
 
         A KB whose index is not built yet has no hits and no version.
         """
-        if not index_exists(self._folder / slug):
-            self.on_missing(slug)  # not built yet, or removed: the follower catches it up
-            return SearchResult([], 0, None)
-        try:
-            with self._pool.lease(slug) as ix:
-                return ix.search(q, limit=limit, offset=offset, prefix=prefix, filters=filters)
-        except IndexCorrupt as e:
-            self._damaged(slug, e)
-            raise Unavailable(
-                f"the search index of KB {slug} is damaged and being rebuilt from git; retry shortly",
-                slug=slug,
-            ) from None
+        found = self._read(
+            slug, lambda ix: ix.search(q, limit=limit, offset=offset, prefix=prefix, filters=filters)
+        )
+        return SearchResult([], 0, None) if found is None else found
 
     def coverage(self, slug: str, q: str, paths: Collection[str]) -> dict[str, float]:
         """The idf-weighted share of `q`'s words each indexed file of `paths` holds (index.coverage).
         Raises Unavailable while the index is damaged."""
+        found = self._read(slug, lambda ix: ix.coverage(q, paths))
+        return {} if found is None else found
+
+    def _read(self, slug: str, read: Callable[[SearchIndex], T]) -> T | None:
+        """`read(index)` of `slug`'s index; None while it is not built yet (or was removed: the follower
+        is asked to catch it up). Raises Unavailable while it is damaged (the follower rebuilds it)."""
         if not index_exists(self._folder / slug):
             self.on_missing(slug)
-            return {}
+            return None
         try:
             with self._pool.lease(slug) as ix:
-                return ix.coverage(q, paths)
+                return read(ix)
         except IndexCorrupt as e:
             self._damaged(slug, e)
             raise Unavailable(
