@@ -413,7 +413,9 @@ def _passing(
 
 
 def _keyword(call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory]) -> list[Ranked]:
-    found = search_service.query(call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER)
+    found = search_service.query(
+        call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER, snippets=False
+    )
     return [Ranked(h.path, h.score) for h in found.hits if h.path in memories]
 
 

@@ -14,6 +14,10 @@ In whoosh-reloaded 2.7.5 both are traps:
 
 Stepping the matcher document by document with `next()` (always safe: it is what every other
 matcher path relies on) gives the exact top N and the exact number of matches in one pass.
+
+Searches rank with `arrays.collect_arrays`, which evaluates the same matcher trees over numpy
+arrays and returns exactly what this returns; this stays the reference (`SearchIndex.search(...,
+stepping=True)`, tests/property/test_collect_arrays.py, `python -m bench.search_engine --collector`).
 """
 
 from __future__ import annotations

@@ -13,10 +13,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
+import numpy as np
 from whoosh import query as q
 from whoosh.filedb.filestore import FileStorage
 from whoosh.reading import SegmentReader
 
+from kbserver.index.arrays import collect_arrays, doc_ids
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
 from kbserver.index.names import install as _install_names
@@ -323,13 +325,17 @@ class SearchIndex:
         offset: int = 0,
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
+        snippets: bool = True,
+        stepping: bool = False,
     ) -> SearchResult:
         """Rank files for `query` (BM25F), optionally only under `prefix` and with exact field `filters`.
 
         The words are ORed: files with every word rank first, then files with the words as a phrase
         above those (see query.py); "quoted phrases" must occur; -word excludes. An empty query
         lists the files passing prefix and filters, in path order. Never raises on query syntax.
-        `total` is the exact number of matches: the collector steps every match anyway (collect.py).
+        `total` is the exact number of matches. Without `snippets` every hit's snippet is "".
+        `stepping` ranks with the reference collector (collect.py), which steps every match in
+        Python, instead of over arrays (arrays.py): the same hits, order, scores and total, slower.
         """
         limit, offset = max(0, limit), max(0, offset)
         query = valid_utf8(query)
@@ -345,16 +351,14 @@ class SearchIndex:
             parsed = parse_query(query, lambda field, text: (field, text) in reader)
             if parsed.match is None:
                 return SearchResult([], 0, version)
-            tiers: list[frozenset[int]] = []
-            for tier in parsed.tiers:  # each tier lies within the one before: stop at the first empty one
-                docs = frozenset(searcher.docs_for_query(tier))
-                if not docs:
-                    break
-                tiers.append(docs)
             full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
-            # Our own collector: Whoosh's skips by quality and breaks under the restriction (collect.py).
-            excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()
-            ranked, total = collect(searcher, full, offset + limit, tiers, excluded, key=PATH)
+            # Our own collectors: Whoosh's skips by quality and breaks under the restriction (collect.py).
+            if stepping:
+                ranked, total = self._stepping(searcher, full, offset + limit, parsed)
+            else:
+                ranked, total = collect_arrays(
+                    searcher, full, offset + limit, parsed.tiers, parsed.exclude, PATH
+                )
             hits = []
             for score, docnum in ranked[offset : offset + limit]:
                 stored = searcher.stored_fields(docnum)
@@ -362,11 +366,22 @@ class SearchIndex:
                     Hit(
                         path=stored[PATH],
                         score=score,
-                        snippet=make_snippet(stored.get("body", ""), parsed.highlight),
+                        snippet=make_snippet(stored.get("body", ""), parsed.highlight) if snippets else "",
                         fields=dict(stored.get(FIELDS) or {}),
                     )
                 )
             return SearchResult(hits, total, version)
+
+    @staticmethod
+    def _stepping(searcher: Any, full: Any, limit: int, parsed: Any) -> tuple[list[tuple[float, int]], int]:
+        tiers: list[frozenset[int]] = []
+        for tier in parsed.tiers:  # each tier lies within the one before: stop at the first empty one
+            docs = frozenset(searcher.docs_for_query(tier))
+            if not docs:
+                break
+            tiers.append(docs)
+        excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()
+        return collect(searcher, full, limit, tiers, excluded, key=PATH)
 
     def coverage(self, query: str, paths: Collection[str]) -> dict[str, float]:
         """For each indexed file of `paths`, the share of `query`'s words it holds, each word weighted
@@ -390,17 +405,16 @@ class SearchIndex:
                 return dict.fromkeys(numbers.values(), 0.0)
             reader = searcher.reader()
             live = searcher.doc_count()
-            held = dict.fromkeys(numbers, 0.0)
+            asked = np.array(sorted(numbers), dtype=np.int64)
+            held = np.zeros(len(asked), dtype=np.float64)
             weight = 0.0
             for word in words:
-                found = frozenset(
-                    searcher.docs_for_query(word_query(word, lambda field, text: (field, text) in reader))
-                )
+                found = doc_ids(searcher, word_query(word, lambda field, text: (field, text) in reader))
                 idf = math.log(1.0 + (live - len(found) + 0.5) / (len(found) + 0.5))
                 weight += idf
-                for number in found.intersection(numbers):
-                    held[number] += idf
-            return {path: held[number] / weight for number, path in numbers.items()}
+                held += np.where(np.isin(asked, found, assume_unique=True), idf, 0.0)
+            share = dict(zip(asked.tolist(), (held / weight).tolist(), strict=True))
+            return {path: share[number] for number, path in numbers.items()}
 
     @staticmethod
     def _constraint(prefix: str | None, filters: Mapping[str, str] | None) -> tuple[Any | None, bool]:

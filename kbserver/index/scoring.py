@@ -125,6 +125,13 @@ class LiveStats:
         self.doc_count = max(1, int(reader.doc_count()))
         self._df: dict[tuple[str, bytes], int] = {}
         self._fl: dict[str, float] = {}
+        # What index/arrays.py derives from segments, keyed by (segment id, kind, ...): a segment's
+        # files never change, so entries of segments still there carry over ("set": of this reader).
+        self.memo: dict[Any, Any] = (
+            {k: v for k, v in previous.memo.items() if k[0] in self._segments and k[1] != "set"}
+            if previous is not None
+            else {}
+        )
 
     def doc_frequency(self, field: str, text: bytes) -> int:
         key = (field, text)

@@ -112,13 +112,18 @@ class SearchSink:
         offset: int = 0,
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
+        snippets: bool = True,
     ) -> SearchResult:
-        """Search `slug`'s index. Raises Unavailable while it is damaged (the follower rebuilds it).
+        """Search `slug`'s index (without `snippets`, each hit's snippet is empty). Raises Unavailable
+        while it is damaged (the follower rebuilds it).
 
         A KB whose index is not built yet has no hits and no version.
         """
         found = self._read(
-            slug, lambda ix: ix.search(q, limit=limit, offset=offset, prefix=prefix, filters=filters)
+            slug,
+            lambda ix: ix.search(
+                q, limit=limit, offset=offset, prefix=prefix, filters=filters, snippets=snippets
+            ),
         )
         return SearchResult([], 0, None) if found is None else found
 

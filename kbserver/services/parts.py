@@ -171,8 +171,10 @@ class TextSearch(Protocol):
         offset: int = 0,
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
+        snippets: bool = True,
     ) -> SearchResult:
-        """Hits for `q`. Raises Unavailable while the index is damaged (the follower rebuilds it)."""
+        """Hits for `q` (without `snippets`, each hit's snippet is empty). Raises Unavailable while
+        the index is damaged (the follower rebuilds it)."""
         ...
 
     def coverage(self, slug: str, q: str, paths: Collection[str]) -> dict[str, float]:

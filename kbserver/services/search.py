@@ -36,8 +36,10 @@ def query(
     offset: int = 0,
     prefix: str | None = None,
     filters: Mapping[str, str] | None = None,
+    snippets: bool = True,
 ) -> SearchResults:
     """The best hits (path, score, snippet), the number of matches and the version searched.
+    Without `snippets` (a caller that shows none) every snippet is "".
 
     Raises NotFound, InvalidRequest, Unavailable.
 
@@ -58,6 +60,7 @@ def query(
         offset=offset,
         prefix=check_prefix(prefix) or None,
         filters=filters,
+        snippets=snippets,
     )
     return SearchResults(
         hits=[SearchHit(path=h.path, score=round(h.score, 4), snippet=h.snippet) for h in result.hits],
