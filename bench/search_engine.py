@@ -2,6 +2,7 @@
 
     python -m bench.search_engine [--docs 10000] [--repeat 50]
     python -m bench.search_engine --scoring [--docs 10000] [--replaced 1000] [--repeat 50]
+    python -m bench.search_engine --collector [--docs 10000] [--repeat 3]
 
 Both engines index the same deterministic corpus of mixed English/Chinese notes (15-40 words each)
 in the same run. Query times are for the top 10 plus the total count; Whoosh's also include
@@ -14,6 +15,15 @@ merge every 10 updates (as the follower does), which leaves their old copies del
 segment: the case where live statistics have work to do. Rows: warm queries (one searcher reused),
 an update followed by a search (a new searcher: per-searcher statistics start empty), and opening
 the index and searching once (every statistic computed afresh). Medians, and live / baseline.
+
+--collector measures ranking over arrays (kbserver/index/arrays.py, what searches use) against the
+reference collector that steps every match in Python (collect.py, `stepping=True`), in the same run
+on the same index, with the 133 questions of bench/recall_set.py: over `--docs` memories as
+bench/memory_mcp.py generates them (files under memories/, as memory_search asks: prefix
+memories/, 100 candidates, no snippets) and over this module's notes (top 10 with snippets), both
+rebuilt, then 10 files replaced and the small segments merged (as the follower leaves them). Each
+question is asked `--repeat` times, the two collectors alternately; every answer of the two is
+checked equal. Prints p50 / p95 per collector and their ratio.
 """
 
 from __future__ import annotations
@@ -281,13 +291,80 @@ def bench_scoring(docs: list[tuple[str, str]], tmp: Path, replaced: int, repeat:
         print(f"| {key} | {a:.2f} ms | {b:.2f} ms | {b / a:.2f} |")
 
 
+def _memories(n: int) -> list[tuple[str, str]]:
+    from bench.memory_mcp import _corpus
+    from kbserver.dialects.memory_records import Memory, render_memory
+
+    stamp = "2026-01-01T00:00:00Z"
+    return [
+        (
+            f"memories/{i:016x}.md",
+            render_memory(Memory(id=f"{i:016x}", content=text, createdAt=stamp, updatedAt=stamp)),
+        )
+        for i, text in enumerate(_corpus(n))
+    ]
+
+
+def bench_collector(n: int, tmp: Path, repeat: int) -> None:
+    from bench.recall_set import QUESTIONS
+
+    questions = [q for q, _ in QUESTIONS]
+    shapes = {
+        f"memory_search keyword: {n} memories, prefix memories/, limit 100, no snippets": (
+            _memories(n),
+            {"limit": 100, "prefix": "memories/", "snippets": False},
+        ),
+        f"search: {n} notes, limit 10, snippets": (corpus(n), {"limit": 10}),
+    }
+    print(f"{len(questions)} questions x {repeat}, the two collectors alternately, p50 / p95 ms\n")
+    print("| | stepping every match (reference) | arrays | arrays / stepping |")
+    print("|---|---|---|---|")
+    for label, (docs, args) in shapes.items():
+        folder = tmp / label.split(":")[0].replace(" ", "-")
+        ix = SearchIndex(folder)
+        ix.rebuild("v0", docs)
+        paths = [p for p, _ in docs]
+        for i in range(10):  # a few updates, as the follower writes them: more segments, deletions
+            ix.update(f"v{i + 1}", {paths[i * 97]: docs[i * 97][1] + " again"}, [])
+        ix.merge()  # as the follower does when commits pause: the big segment and one more
+        samples: tuple[list[float], list[float]] = ([], [])
+        for i in range(-1, repeat):  # -1: warm-up
+            for text in questions:
+                answers = []
+                for stepping in (True, False) if i % 2 else (False, True):
+                    t = time.perf_counter()
+                    answers.append(ix.search(text, stepping=stepping, **args))  # type: ignore[arg-type]
+                    if i >= 0:
+                        samples[0 if stepping else 1].append((time.perf_counter() - t) * 1000)
+                assert answers[0] == answers[1], text
+        ix.close()
+        cells = []
+        for side in samples:
+            side.sort()
+            cells.append((statistics.median(side), side[int(len(side) * 0.95)]))
+        (a50, a95), (b50, b95) = cells
+        print(
+            f"| {label} | {a50:.2f} / {a95:.2f} | {b50:.2f} / {b95:.2f} | {b50 / a50:.2f} / {b95 / a95:.2f} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=50, help="samples per timing")
     parser.add_argument("--scoring", action="store_true", help="live-document scoring vs Whoosh's statistics")
     parser.add_argument("--replaced", type=int, default=None, help="with --scoring; default docs / 10")
+    parser.add_argument(
+        "--collector", action="store_true", help="ranking over arrays vs stepping every match"
+    )
     args = parser.parse_args()
+    if args.collector:
+        tmp = Path(tempfile.mkdtemp(prefix="kb-bench-"))
+        try:
+            bench_collector(args.docs, tmp, 3 if args.repeat == 50 else args.repeat)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
     docs = corpus(args.docs)
     if args.scoring:
         tmp = Path(tempfile.mkdtemp(prefix="kb-bench-"))

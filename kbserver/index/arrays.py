@@ -24,11 +24,13 @@ never round to the same value).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from whoosh import query as q
 from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher
 from whoosh.matching import FilterMatcher, IntersectionMatcher, RequireMatcher, UnionMatcher, WrappingMatcher
 from whoosh.matching.mcore import NullMatcherClass
@@ -94,8 +96,8 @@ class _Leaf:
         array: Ids = found[1]
         return array
 
-    def postings(self, field: str, text: bytes) -> tuple[Ids, Weights]:
-        """Every posting of a term in this segment, deleted documents included: numbers and weights."""
+    def postings(self, field: str, text: bytes) -> _Postings:
+        """Every posting of a term in this segment, deleted documents included."""
         key = (self._sid, "postings", field, text)
         found = self._memo.get(key)
         if found is None:
@@ -112,8 +114,26 @@ class _Leaf:
         return found
 
 
-def _read_postings(m: Any) -> tuple[Ids, Weights]:
-    """The postings of an unstepped W3LeafMatcher, decoded as its _read_ids and _read_weights do."""
+class _Postings(NamedTuple):
+    ids: Ids  # document numbers
+    weights: Weights  # as W3LeafMatcher.weight() gives them (32-bit floats)
+    maxids: Ids  # per block: its last document number
+    starts: Ids  # per block: the index of its first posting
+
+
+def _read_postings(m: Any) -> _Postings:
+    """The postings of an unstepped term matcher, decoded as W3LeafMatcher's _read_ids and
+    _read_weights do (a term of one posting is kept inline: a ListMatcher, stepped)."""
+    if type(m) is not W3LeafMatcher or m._byteids:
+        stepped: list[int] = []
+        stepped_weights: list[float] = []
+        while m.is_active():
+            stepped.append(m.id())
+            stepped_weights.append(m.weight())
+            m.next()
+        one = np.array(stepped, dtype=np.int64)
+        weighed = np.array(stepped_weights, dtype=np.float32)
+        return _Postings(one, weighed, one[-1:], np.zeros(min(1, len(one)), dtype=np.int64))
     deltas: list[Any] = []
     starts: list[int] = []
     maxids: list[int] = []
@@ -135,11 +155,13 @@ def _read_postings(m: Any) -> tuple[Ids, Weights]:
             weights.append(np.asarray(w, dtype=np.float32))  # an array("f"): 32-bit floats
         m._next_block()
     if not deltas:
-        return _EMPTY_IDS, np.zeros(0, dtype=np.float32)
+        return _Postings(_EMPTY_IDS, np.zeros(0, dtype=np.float32), _EMPTY_IDS, _EMPTY_IDS)
     d = np.concatenate([np.asarray(x, dtype=np.int64) for x in deltas])
+    first = np.array(starts, dtype=np.int64)
+    last = np.array(maxids, dtype=np.int64)
     if len(starts) > 1:  # each block's first id is absolute: make it a delta from the previous block's last
-        d[np.array(starts[1:])] -= np.array(maxids[:-1], dtype=np.int64)
-    return np.cumsum(d), np.concatenate(weights)
+        d[first[1:]] -= last[:-1]
+    return _Postings(np.cumsum(d), np.concatenate(weights), last, first)
 
 
 def _step(m: Any, scores: bool) -> tuple[Ids, Scores | None]:
@@ -160,8 +182,9 @@ def _postings(m: Any, leaf: _Leaf, scores: bool) -> tuple[Ids, Scores | None]:
     if m._byteids or (scores and type(scorer) is not _Scorer):
         return _step(m, scores)
     field, text = m._term
-    every, tf = leaf.postings(field, text)
-    start = int(np.searchsorted(every, m.id()))
+    every, tf, maxids, starts = leaf.postings(field, text)
+    # Where `m` is, from its block's last id (unique per block) without decoding the block.
+    start = int(starts[int(np.searchsorted(maxids, m._maxid))]) + m._i
     ids = every[start:]
     if not scores:
         return ids, None
@@ -219,19 +242,63 @@ def _walk(m: Any, leaf: _Leaf, scores: bool) -> tuple[Ids, Scores | None]:
     return _step(m, scores)
 
 
+def _live(leaf: _Leaf, ids: Ids) -> Ids:
+    reader = leaf.reader
+    if not reader.has_deletions():
+        return ids
+    return ids[np.isin(ids, leaf.members(reader.deleted_docs_set), assume_unique=True, invert=True)]
+
+
+def _query_ids(query: Any, sub: Any, leaf: _Leaf, context: Any) -> Ids:
+    """The live documents of one segment matching `query`: terms from their postings, and/or/require
+    as set operations; any other query through its Whoosh matcher (as `docs_for_query` finds them)."""
+    kind = type(query)
+    if kind is q.Term:
+        field = query.fieldname
+        schema = leaf.reader.schema
+        if field not in schema:
+            return _EMPTY_IDS
+        try:
+            text = schema[field].to_bytes(query.text)
+        except ValueError:
+            return _EMPTY_IDS
+        if (field, text) not in leaf.reader:
+            return _EMPTY_IDS
+        return _live(leaf, leaf.postings(field, text).ids)
+    if isinstance(query, q.qcore._NullQuery):
+        return _EMPTY_IDS
+    if kind in (q.Or, q.DefaultOr) and not query.minmatch and query.subqueries:
+        parts = [_query_ids(sub_query, sub, leaf, context) for sub_query in query.subqueries]
+        return functools.reduce(np.union1d, parts)
+    if kind in (q.And, q.Require) and (kind is q.Require or query.subqueries):
+        parts = [_query_ids(sub_query, sub, leaf, context) for sub_query in query.children()]
+        return functools.reduce(lambda a, b: np.intersect1d(a, b, assume_unique=True), parts)
+    return _walk(query.matcher(sub, context), leaf, False)[0]
+
+
 def _memo(searcher: Any) -> dict[Any, Any]:
     stats = getattr(searcher.weighting, "stats", None)
     return stats.memo if isinstance(stats, LiveStats) else {}
 
 
-def _matches(searcher: Any, query: Any, scores: bool) -> list[tuple[int, Ids, Scores | None]]:
-    """Per segment: its index, the global numbers of the documents matching `query`, their scores."""
+def _matches(searcher: Any, query: Any, within: Any | None) -> list[tuple[int, Ids, Scores]]:
+    """Per segment: its index, the global numbers of the documents matching `query` (and `within`,
+    which does not score: `Require(query, within)`), their scores."""
     context = searcher.context(needs_current=True)
     memo = _memo(searcher)
     budget = _POSTINGS_PER_DOC * max(1, searcher.doc_count_all())
     found = []
     for i, (sub, offset) in enumerate(searcher.leaf_searchers()):
-        ids, values = _walk(query.matcher(sub, context), _Leaf(sub, memo, budget), scores)
+        leaf = _Leaf(sub, memo, budget)
+        if within is not None:
+            allowed = _query_ids(within, sub, leaf, context)
+            if not len(allowed):
+                continue
+        ids, values = _walk(query.matcher(sub, context), leaf, True)
+        assert values is not None
+        if within is not None and len(ids):
+            keep = np.isin(ids, allowed, assume_unique=True)
+            ids, values = ids[keep], values[keep]
         if len(ids):
             found.append((i, ids + offset, values))
     return found
@@ -239,7 +306,13 @@ def _matches(searcher: Any, query: Any, scores: bool) -> list[tuple[int, Ids, Sc
 
 def doc_ids(searcher: Any, query: Any) -> Ids:
     """The sorted numbers of the live documents matching `query` (`docs_for_query`, as an array)."""
-    parts = [ids for _, ids, _ in _matches(searcher, query, scores=False)]
+    context = searcher.context(needs_current=True)
+    memo = _memo(searcher)
+    budget = _POSTINGS_PER_DOC * max(1, searcher.doc_count_all())
+    parts = [
+        _query_ids(query, sub, _Leaf(sub, memo, budget), context) + offset
+        for sub, offset in searcher.leaf_searchers()
+    ]
     return np.concatenate(parts) if parts else _EMPTY_IDS
 
 
@@ -250,18 +323,20 @@ def collect_arrays(
     tiers: Sequence[Any] = (),
     exclude: Any | None = None,
     key: str = "path",
+    within: Any | None = None,
 ) -> tuple[list[tuple[float, int]], int]:
-    """What `collect.collect(searcher, query, limit, tier sets, excluded set, key)` returns, with
-    `tiers` and `exclude` given as queries (their document sets are found here, as arrays).
+    """What `collect.collect(searcher, Require(query, within) or query, limit, tier sets, excluded
+    set, key)` returns, with `tiers` and `exclude` given as queries (their document sets are found
+    here, as arrays).
 
     Each tier lies within the one before (query.py): the first empty one ends them.
     """
-    found = _matches(searcher, query, scores=True)
+    found = _matches(searcher, query, within)
     if not found:
         return [], 0
     segment = np.concatenate([np.full(len(ids), i, dtype=np.int64) for i, ids, _ in found])
     ids = np.concatenate([ids for _, ids, _ in found])
-    values = np.concatenate([v for _, _, v in found if v is not None])
+    values = np.concatenate([v for _, _, v in found])
     if exclude is not None:
         keep = ~np.isin(ids, doc_ids(searcher, exclude), assume_unique=True)
         ids, values, segment = ids[keep], values[keep], segment[keep]

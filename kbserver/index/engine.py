@@ -84,6 +84,19 @@ def _merge_tail(writer: Any, segments: list[Any]) -> list[Any]:
     return keep
 
 
+def _has(reader: Any) -> Callable[[str, str], bool]:
+    """Whether the index holds a term, each asked once (a question asks for its words ~3 times)."""
+    known: dict[tuple[str, str], bool] = {}
+
+    def has(field: str, text: str) -> bool:
+        found = known.get((field, text))
+        if found is None:
+            found = known[(field, text)] = (field, text) in reader
+        return found
+
+    return has
+
+
 def _check_path(path: str) -> None:
     if not path or "\x00" in path or valid_utf8(path) != path:
         raise ValueError(f"not an indexable path: {path!r}")
@@ -347,17 +360,16 @@ class SearchIndex:
                 return SearchResult([], 0, version)
             if not query.strip():
                 return self._list(searcher, constraint, limit, offset, version)
-            reader = searcher.reader()
-            parsed = parse_query(query, lambda field, text: (field, text) in reader)
+            parsed = parse_query(query, _has(searcher.reader()))
             if parsed.match is None:
                 return SearchResult([], 0, version)
-            full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
             # Our own collectors: Whoosh's skips by quality and breaks under the restriction (collect.py).
             if stepping:
+                full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
                 ranked, total = self._stepping(searcher, full, offset + limit, parsed)
             else:
                 ranked, total = collect_arrays(
-                    searcher, full, offset + limit, parsed.tiers, parsed.exclude, PATH
+                    searcher, parsed.match, offset + limit, parsed.tiers, parsed.exclude, PATH, constraint
                 )
             hits = []
             for score, docnum in ranked[offset : offset + limit]:
