@@ -157,7 +157,7 @@ def _vector_side(size: int, repeat: int, folder: Path) -> tuple[str, int, float,
         took = []
         for i in range(repeat):
             start = time.perf_counter()
-            known = store.cached([content_digest(c) for c in contents])
+            known = store.known([content_digest(c) for c in contents])
             similarities(
                 embedder, PassageCache(), f"query {i}", contents, as_query=True, known=known, embed_limit=0
             )

@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Sequence
+from typing import cast
 
 from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.core.model import Caller, Create, FileChange, Overwrite
@@ -129,6 +130,8 @@ def _similarities(
     fallback = coverage if as_query else similarity
     if cosines is None:
         return [fallback(text, c) for c in contents], 0
+    if None not in cosines:  # every memory embedded: the common case, 10,000 of them at 10,000
+        return cast(list[float], cosines), 0
     out = [fallback(text, c) if s is None else s for s, c in zip(cosines, contents, strict=True)]
     return out, sum(s is None for s in cosines)
 
@@ -281,10 +284,15 @@ def _last_seen(memory: Memory, row: MemoryAccessRow | None) -> datetime.datetime
 
 
 def _candidates(call: DialectCall, slug: str, user: str, include_superseded: bool) -> list[Memory]:
+    """`_records` of `user` (not superseded unless `include_superseded`), in one pass over the KB's."""
+    agent = _agent(call)
     return [
         m
-        for m in _records(call, slug)
-        if m.user_id == user and (include_superseded or m.superseded_by is None)
+        for m in catalog(call, slug).values()
+        if m.user_id == user
+        and m.memory_type is not None
+        and (include_superseded or m.superseded_by is None)
+        and visible(m, agent)
     ]
 
 
@@ -350,6 +358,7 @@ def search_memories_by_semantics(
     memories only with `include_superseded`. Counts each retrieval; makes no version.
     Raises InvalidRequest, NotFound, Unavailable."""
     text = _query(query)
+    semantic.prepare(call.services, text)  # embedded on another core while the records are sorted out
     count = _limit(limit)
     user = check_user_id(user_id)
     slug = call.kb_to_read(kb)
@@ -378,24 +387,24 @@ def recall_related(
     is not (its neighbours; their similarity is theirs to the best hit times the best hit's to the
     query). Ranked and counted like a search. Raises InvalidRequest, NotFound."""
     text = _query(query)
+    semantic.prepare(call.services, text)  # embedded on another core while the records are sorted out
     count = _limit(limit)
     user = check_user_id(user_id)
     slug = call.kb_to_read(kb)
     memories = _candidates(call, slug, user, include_superseded)
     sims, fallen_back = _similarities(call, slug, text, memories, as_query=True)
-    best = max(range(len(memories)), key=lambda i: (sims[i], memories[i].id), default=None)
-    if best is None or sims[best] < MIN_SIMILARITY:
+    top = max(sims, default=None)
+    if top is None or top < MIN_SIMILARITY:
         return {"memories": []}
+    best = max((i for i, s in enumerate(sims) if s == top), key=lambda i: memories[i].id)  # ties: by id
     seed = memories[best]
-    others = [m for m in memories if m.id != seed.id]
-    near, _ = _similarities(call, slug, seed.content, others, as_query=False)
-    to_seed = {m.id: s for m, s in zip(others, near, strict=True)}
+    near, _ = _similarities(call, slug, seed.content, memories[:best] + memories[best + 1 :], as_query=False)
+    near.insert(best, 0.0)  # the seed itself is no neighbour of its own
     kept: list[tuple[float, Memory]] = []
-    for s, m in zip(sims, memories, strict=True):
-        neighbour = to_seed.get(m.id, 0.0)
-        if m.id == seed.id or s >= MIN_SIMILARITY or neighbour >= RELATED_SIMILARITY:
+    for s, neighbour, m in zip(sims, near, memories, strict=True):
+        if s >= MIN_SIMILARITY or neighbour >= RELATED_SIMILARITY or m is seed:
             # A neighbour is as relevant as the best hit is, times how close it is to it.
-            kept.append((max(s, neighbour * sims[best]), m))
+            kept.append((max(s, neighbour * top), m))
     out: dict[str, object] = {
         "memories": _rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded)
     }

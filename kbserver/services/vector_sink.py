@@ -20,6 +20,7 @@ from kbserver.core.pool import LeasePool
 from kbserver.services.follower import Delta, SinkDamaged
 from kbserver.vectors import (
     Embedder,
+    Known,
     PassageCache,
     QueryCache,
     Ranking,
@@ -181,11 +182,12 @@ class VectorSink:
         Vectors the follower made for `slug` are used; up to `embed_limit` others without one are
         embedded here (kept in memory only); the rest answer None. Raises Unavailable (damaged folder).
         """
-        known = {}
+        known = Known()
         if (self._folder / slug / "vectors.db").exists():
             try:
                 with self._pool.lease(slug) as vs:
-                    known = vs.cached([content_digest(o) for o in others])
+                    own = () if as_query else (content_digest(text),)  # a stored text: its vector too
+                    known = vs.known([content_digest(o) for o in others], also=own)
             except sqlite3.DatabaseError as e:
                 self._pool.drop(slug)
                 self.on_damaged(self.name, slug)

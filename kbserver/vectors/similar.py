@@ -12,20 +12,54 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from kbserver.vectors.embedder import Embedder
+from kbserver.vectors.matrix import cosines
 
-__all__ = ["PassageCache", "content_digest", "similarities"]
+__all__ = ["Known", "PassageCache", "content_digest", "similarities"]
 
 Vector = npt.NDArray[np.float32]
+
+# The digests of contents seen lately. A search of the semantic set asks for the similarity to every
+# memory of a user, 10,000 contents at 10,000 memories: hashing them all again cost ~15 ms a call.
+# The keys are the records' own strings (their hash is cached on the object), so a lookup is a dict
+# probe; the table is emptied once its keys hold _DIGEST_CHARS characters, which bounds what it keeps
+# alive of contents no record holds any more.
+_DIGEST_CHARS = 32 * 1024 * 1024
+_digests: dict[str, str] = {}
+_digest_chars = 0
+_digest_lock = threading.Lock()
 
 
 def content_digest(text: str) -> str:
     """The key of a content's vector: the sha256 of the text the vector sink embeds."""
-    return hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+    global _digest_chars
+    digest = _digests.get(text)
+    if digest is None:
+        digest = hashlib.sha256(text.strip().encode("utf-8")).hexdigest()
+        with _digest_lock:
+            if _digest_chars + len(text) > _DIGEST_CHARS:
+                _digests.clear()
+                _digest_chars = 0
+            if text not in _digests:
+                _digests[text] = digest
+                _digest_chars += len(text)
+    return digest
+
+
+@dataclass(frozen=True)
+class Known:
+    """The vectors a KB's folder holds for the texts a `similarities` call asks about: the i-th text's
+    is row `rows[i]` of `matrix` (-1: not there), or `loose[its digest]` (a content the folder keeps
+    only for a version left behind, or one a caller has at hand)."""
+
+    loose: Mapping[str, Vector] = field(default_factory=dict)
+    matrix: npt.NDArray[np.float32] | None = None
+    rows: npt.NDArray[np.int64] | None = None
 
 
 class PassageCache:
@@ -82,36 +116,45 @@ def similarities(
     others: Sequence[str],
     *,
     as_query: bool,
-    known: Mapping[str, Vector],
+    known: Known,
     embed_limit: int,
 ) -> list[float | None]:
-    """The cosine similarity of `text` to each of `others`, in order.
+    """The cosine similarity of `text` to each of `others`, in order, rounded to 6 decimals.
 
     `as_query`: `text` is a search query (e5's query side) rather than a stored passage. `known` are
-    vectors by content digest (the KB's folder). At most `embed_limit` of `others` that have no vector
-    yet are embedded here; the rest answer None (the caller falls back to another measure).
+    the KB folder's vectors of `others`. At most `embed_limit` of `others` that have no vector yet
+    are embedded here; the rest answer None (the caller falls back to another measure).
     """
-    digests = [content_digest(o) for o in others]
-    wanted: dict[str, str] = {}
-    missing = 0
-    for digest, other in zip(digests, others, strict=True):
-        if digest in wanted or digest in known:
-            continue
-        if cache.get(digest) is None:
-            if missing >= embed_limit:
-                continue
-            missing += 1
-        wanted[digest] = other.strip()
-    vectors = {**{d: known[d] for d in digests if d in known}, **_passages(embedder, cache, wanted, known)}
     if as_query:
         target = np.asarray(embedder.query(text), dtype=np.float32)
     else:
         mine = content_digest(text)
-        target = _passages(embedder, cache, {mine: text.strip()}, known)[mine]
-    present = [i for i, d in enumerate(digests) if d in vectors]
-    out: list[float | None] = [None] * len(digests)
-    if present:
-        scores = np.round(np.stack([vectors[digests[i]] for i in present]) @ target, 6)
-        for i, value in zip(present, scores.tolist(), strict=True):
-            out[i] = float(value)
-    return out
+        target = _passages(embedder, cache, {mine: text.strip()}, known.loose)[mine]
+    scores = np.full(len(others), np.nan, dtype=np.float64)
+    if known.matrix is not None and known.rows is not None and len(known.matrix):
+        # One product over the folder's whole matrix (0.65 ms at 10,000 rows) beats gathering rows.
+        inside = known.rows >= 0
+        scores[inside] = np.round(cosines(known.matrix, target), 6)[known.rows[inside]]
+        rest = np.flatnonzero(~inside).tolist()
+    else:
+        rest = list(range(len(others)))
+    if rest:
+        wanted: dict[str, str] = {}
+        missing = 0
+        digests = {i: content_digest(others[i]) for i in rest}
+        for i in rest:
+            digest = digests[i]
+            if digest in wanted or digest in known.loose:
+                continue
+            if cache.get(digest) is None:
+                if missing >= embed_limit:
+                    continue
+                missing += 1
+            wanted[digest] = others[i].strip()
+        vectors = {**{d: known.loose[d] for d in digests.values() if d in known.loose}}
+        vectors.update(_passages(embedder, cache, wanted, known.loose))
+        present = [i for i in rest if digests[i] in vectors]
+        if present:
+            found = np.round(cosines(np.stack([vectors[digests[i]] for i in present]), target), 6)
+            scores[present] = found
+    return [None if value != value else value for value in scores.tolist()]  # NaN: no vector

@@ -30,7 +30,8 @@ import numpy as np
 import numpy.typing as npt
 
 from kbserver.vectors.embedder import Embedder
-from kbserver.vectors.matrix import Rows
+from kbserver.vectors.matrix import Rows, cosines
+from kbserver.vectors.similar import Known
 
 __all__ = ["Ranking", "VectorHit", "VectorStore"]
 
@@ -319,7 +320,7 @@ class VectorStore:
             return Ranking([], covered, None)
         # Rounded: two equal rows may give results that differ in the last bit, and equal contents
         # must tie, so that the path decides between them.
-        scores = np.round(_cosines(rows.matrix[: rows.n], vector), 6)[keep]
+        scores = np.round(cosines(rows.matrix[: rows.n], vector), 6)[keep]
         count = len(keep)
         floor = float(scores.min())
         if len(keep) > limit:  # every row scoring at least the limit-th best, ties included
@@ -350,21 +351,41 @@ class VectorStore:
         also contents embedded for a version since left behind); the others are missing."""
         wanted = list(dict.fromkeys(digests))
         found: dict[str, npt.NDArray[np.float32]] = {}
-        dim = self.embedder.dim
         with self._lock:
             rows = self._fresh()
             for digest in wanted:
                 row = rows.by_digest.get(digest)
                 if row is not None:
                     found[digest] = rows.matrix[row]
-            rest = [d for d in wanted if d not in found]  # e.g. contents of a version left behind
-            for chunk in _chunks(rest, 500):
-                for digest, vector in self._db.execute(
-                    f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
-                ):
-                    if len(vector) == 4 * dim:
-                        found[str(digest)] = np.frombuffer(vector, dtype="<f4")
+            found.update(self._stored([d for d in wanted if d not in found]))  # e.g. of a version left behind
         return found
+
+    def _stored(self, digests: list[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """The vectors the folder's table holds for `digests` (under the lock)."""
+        found: dict[str, npt.NDArray[np.float32]] = {}
+        dim = self.embedder.dim
+        for chunk in _chunks(digests, 500):
+            for digest, vector in self._db.execute(
+                f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
+            ):
+                if len(vector) == 4 * dim:
+                    found[str(digest)] = np.frombuffer(vector, dtype="<f4")
+        return found
+
+    def known(self, digests: Sequence[str], *, also: Sequence[str] = ()) -> Known:
+        """The vectors this folder holds for the contents whose sha256 are `digests`, for `similarities`:
+        rows of the live matrix (which never changes once made, so it is read without the lock), and
+        those of contents kept only for versions left behind; the vectors of `also` (such as the text
+        compared with the others) go to `loose` wherever they are kept."""
+        with self._lock:
+            rows = self._fresh()
+            by_digest = rows.by_digest
+            at = np.fromiter((by_digest.get(d, -1) for d in digests), dtype=np.int64, count=len(digests))
+            loose = {d: rows.matrix[by_digest[d]] for d in also if d in by_digest}
+            rest = [digests[i] for i in np.flatnonzero(at < 0).tolist()] + [d for d in also if d not in loose]
+            if rest:
+                loose.update(self._stored(list(dict.fromkeys(rest))))
+        return Known(loose=loose, matrix=rows.matrix[: rows.n], rows=at)
 
     def weight(self) -> int:
         """Bytes this open folder holds in memory (its matrix, SQLite's page cache): for a pool's budget."""
@@ -380,17 +401,6 @@ class VectorStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _cosines(matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
-    """matrix @ vector on the calling thread, without BLAS.
-
-    OpenBLAS splits a product this size over a thread per core whose workers spin while they wait:
-    on 2 shared cores under load, the product with 10,000 rows took p50 6.6-15 ms that way, 1.3 ms
-    on one BLAS thread and 0.65 ms with einsum's own loop (which never starts a thread).
-    """
-    out: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
-    return out
 
 
 def _chunks(items: list[str], size: int) -> Iterable[list[str]]:
