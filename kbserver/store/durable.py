@@ -48,7 +48,10 @@ def sync_files(anchor: str, paths: Iterable[str]) -> None:
             os.close(fd)
     folders = set()
     for path in paths:
-        fsync_path(path)
+        try:
+            fsync_path(path)
+        except FileNotFoundError:  # a loose object that a repack packed meanwhile (made durable there)
+            continue
         folders.add(os.path.dirname(path))
     for folder in folders:
         fsync_path(folder)

@@ -9,12 +9,12 @@ import re
 import stat
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Literal, overload
+from typing import Literal, TypeVar, overload
 
 from dulwich.errors import NotTreeError
-from dulwich.object_store import DiskObjectStore
+from dulwich.object_store import BaseObjectStore, DiskObjectStore
 from dulwich.objects import Commit, ObjectID, ShaFile, Tree
 from dulwich.patch import unified_diff
 from dulwich.refs import Ref
@@ -24,7 +24,7 @@ from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import utc_iso
 from kbserver.store.trees import EMPTY, TreeTable, entry_name
 
-__all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView"]
+__all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView", "read_raw"]
 
 MAIN = Ref(b"refs/heads/main")
 _DIGESTS = 20_000
@@ -58,6 +58,32 @@ def _cost(obj: ShaFile | TreeTable) -> int:
     return obj.weight() if isinstance(obj, TreeTable) else 1500
 
 
+_READ_ATTEMPTS = 3
+_T = TypeVar("_T")
+
+
+def _retrying(read: Callable[[], _T]) -> _T:
+    """`read()`, looked again when a repack raced with it.
+
+    A repack beside us can pack an object between dulwich's look in the packs and its look in the
+    loose objects (a KeyError for an object that exists), or close a pack another thread is
+    reading (ValueError: the pack's mapping is closed). Like C git, look again: dulwich rescans
+    the pack folder when its known packs miss. An unknown id stays a KeyError.
+    """
+    for attempt in range(_READ_ATTEMPTS):
+        try:
+            return read()
+        except (KeyError, ValueError, BufferError):
+            if attempt == _READ_ATTEMPTS - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def read_raw(store: BaseObjectStore, sha: bytes) -> tuple[int, bytes]:
+    """(type number, bytes) of object `sha` (40 hex or 20 raw bytes). Raises KeyError when unknown."""
+    return _retrying(lambda: store.get_raw(ObjectID(sha)))
+
+
 class _ObjectCache:
     """An LRU of parsed commits and of trees (`TreeTable`s), immutable for a given id, of at most
     `max_bytes`."""
@@ -82,7 +108,8 @@ class _ObjectCache:
         obj = self._cached(sha)
         if isinstance(obj, ShaFile):
             return obj
-        found = self._store[ObjectID(sha)]  # a tree asked for as an object is parsed by dulwich, uncached
+        # a tree asked for as an object is parsed by dulwich, uncached
+        found = _retrying(lambda: self._store[ObjectID(sha)])
         if isinstance(found, Commit):
             self.remember(found)
         return found
@@ -92,7 +119,7 @@ class _ObjectCache:
         obj = self._cached(sha)
         if isinstance(obj, TreeTable):
             return obj
-        type_num, raw = self._store.get_raw(ObjectID(sha))
+        type_num, raw = read_raw(self._store, sha)
         if type_num != Tree.type_num:
             raise NotTreeError(sha)
         table = TreeTable.parse(raw, sha)
@@ -198,8 +225,8 @@ BIG_TREE = 64 * 1024
 
 The tree of a folder of 10,000 memories is 450 kB, mostly 20-byte ids that zlib shrinks by only a
 third, and compressing it (4-10 ms at level 1 here) cost more than the rest of a commit. A loose
-object is transient: the writer packs loose objects every PACK_EVERY commits, and the pack
-compresses each object again."""
+object is transient: the writer's packer (store.packing) repacks loose objects, with deltas, once
+1,000 commits or 64 MiB of them were written."""
 
 
 def _configured_level(git: Repo) -> int | None:
@@ -361,7 +388,14 @@ class KBRepo:
     # -- blobs ------------------------------------------------------------------------------------
     def blob(self, blob_id: str) -> bytes:
         """The bytes of a blob. Raises KeyError for an unknown id."""
-        return self.git.object_store.get_raw(ObjectID(blob_id.encode()))[1]
+        return read_raw(self.git.object_store, blob_id.encode())[1]
+
+    def drop_deleted_packs(self) -> None:
+        """Close the packs a repack deleted (and open its new ones), so their disk space and file
+        descriptors are freed now rather than at the next miss."""
+        store = self.git.object_store
+        if isinstance(store, DiskObjectStore):
+            store.packs  # noqa: B018 (the property rescans objects/pack and closes vanished packs)
 
     def digest(self, blob_id: bytes) -> tuple[int, str]:
         """(size, sha256) of a blob; the last 20,000 are cached (a blob id names its bytes)."""

@@ -5,14 +5,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
 
 from dulwich.repo import Repo
 
-from kbserver.core.errors import AlreadyExists, NotFound
+from kbserver.core.errors import AlreadyExists, NotFound, Unavailable
 from kbserver.core.model import SLUG_PATTERN
 from kbserver.core.pool import LeasePool
+from kbserver.store.packing import repack
 from kbserver.store.repo import KBRepo
 from kbserver.store.verify import verify
 from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
@@ -68,14 +70,15 @@ class Repos:
             config.write_to_path()
         try:
             repo = KBRepo(str(tmp))
+            writer = Writer(repo, fsync=self._fsync)
             try:
-                writer = Writer(repo, fsync=self._fsync)
                 version, _, _ = writer.submit(
                     lambda _tip: CommitPlan(
                         {"README.md": readme}, message, author, {"Kb-Actor": "admin", "Kb-Kind": "create"}
                     )
                 )
             finally:
+                writer.close()
                 repo.close()
             # atomic: a KB is either fully there or not at all; renaming onto a repository that
             # another create put there first fails (the target folder is not empty)
@@ -111,11 +114,33 @@ class Repos:
         """Problems C git's fsck (or a reachability walk) finds in the KB's repository."""
         return verify(str(self.path(slug)))
 
+    def repack(self, slug: str, *, full: bool = False) -> str | None:
+        """Repack the KB now (store.packing); a summary line, None when another repack runs. Raises
+        NotFound, and Unavailable when git fails (nothing is lost)."""
+        if not self.exists(slug):
+            raise NotFound(f"KB {slug} does not exist", slug=slug)
+        try:
+            result = repack(str(self.path(slug)), full=full)
+        except subprocess.CalledProcessError as err:
+            detail = (err.stderr or b"").decode("utf-8", "replace").strip()[-300:]
+            message = f"git repack of {slug} failed (nothing was lost): {detail}"
+            raise Unavailable(message, slug=slug) from None
+        if result is None:
+            return None
+        self.repo(slug).drop_deleted_packs()
+        b, a = result.before, result.after
+        return (
+            f"{b.total_bytes:,} bytes ({b.loose_objects} loose objects, {b.packs} packs) -> "
+            f"{a.total_bytes:,} bytes ({a.loose_objects} loose, {a.packs} packs) in {result.seconds:.1f} s"
+            f" ({result.method})"
+        )
+
     def close(self) -> None:
         self._open.close_all()
 
 
 def _close(opened: tuple[KBRepo, Writer]) -> None:
+    opened[1].close()  # stops a running repack first: it would reopen the packs it deletes
     opened[0].close()
 
 

@@ -248,13 +248,15 @@ def _edit(
     return new
 
 
+_FOLDER_RETRIES = 5
+
+
 def write_loose(objects: str, table: TreeTable, level: int) -> str:
     """Store `table` as a loose object under the `objects` folder (zlib `level`), as dulwich's
     `add_object` does; returns its file. Not fsynced: the writer flushes a batch at once."""
     sha = table.id.decode("ascii")
     folder = os.path.join(objects, sha[:2])
     path = os.path.join(folder, sha[2:])
-    os.makedirs(folder, exist_ok=True)
     try:
         os.utime(path, None)  # there already: freshen it against age-based pruning, as dulwich does
         return path
@@ -263,6 +265,15 @@ def write_loose(objects: str, table: TreeTable, level: int) -> str:
     raw = table.raw()
     packer = zlib.compressobj(level)
     data = packer.compress(_header(raw)) + packer.compress(raw) + packer.flush()
-    with GitFile(path, "wb", mask=_OBJECT_MODE, fsync=False) as f:
-        f.write(data)
+    for attempt in range(_FOLDER_RETRIES):
+        os.makedirs(folder, exist_ok=True)
+        try:
+            with GitFile(path, "wb", mask=_OBJECT_MODE, fsync=False) as f:
+                f.write(data)
+            return path
+        except FileNotFoundError:
+            # A repack's prune-packed removed the emptied folder between makedirs and the open
+            # (C git retries the same way); make it again.
+            if attempt == _FOLDER_RETRIES - 1:
+                raise
     return path

@@ -20,17 +20,17 @@ from dulwich.index import (
     validate_path_element_ntfs,
 )
 from dulwich.object_store import DiskObjectStore
-from dulwich.objects import Blob, Commit, ObjectID
+from dulwich.objects import Blob, Commit, ObjectID, ShaFile
 from dulwich.refs import DiskRefsContainer, Ref
-from dulwich.repo import Repo
 
 from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, Unavailable
 from kbserver.core.paths import parent_dirs
 from kbserver.store.durable import sync_files
+from kbserver.store.packing import Packer
 from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
 from kbserver.store.trees import edit_tree, write_loose
 
-__all__ = ["PACK_EVERY", "CommitPlan", "Job", "Writer", "kb_lock", "pack_loose", "recover_locks"]
+__all__ = ["CommitPlan", "Job", "Writer", "kb_lock", "recover_locks"]
 
 # dulwich's ports of C git's verify_path: ".git", its NTFS short names and streams, its HFS+ spellings.
 _GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, validate_path_element_hfs)
@@ -38,7 +38,7 @@ _GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, v
 log = logging.getLogger(__name__)
 
 _LOCK_WAIT_SECONDS = 60.0
-PACK_EVERY = 1000  # commits; loose objects slow every read (dulwich rescans objects/pack on a miss)
+_FOLDER_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,14 @@ class Writer:
         self._mutex = threading.Lock()
         self._queue: list[_Pending] = []
         self._leading = False
-        self._since_pack = 0
-        self._packing: threading.Thread | None = None
+        self._loose_bytes = 0  # written by the batch being committed (for the packer)
+        # Loose objects slow every read (dulwich rescans objects/pack on a miss) and a big tree
+        # is stored whole in each: the packer repacks them, with deltas, in the background.
+        self.packer = Packer(repo.path, repo.drop_deleted_packs)
+
+    def close(self) -> None:
+        """Stop a running repack (safe: git leaves the repository complete) and wait for it."""
+        self.packer.close()
 
     def submit(self, job: Job) -> tuple[str, str | None, object]:
         """Apply `job` as one commit on main; returns (version, parent, plan.result)."""
@@ -167,11 +173,8 @@ class Writer:
             self._commit_batch(batch)
         for p in batch:
             p.done.set()
-        self._since_pack += sum(1 for p in batch if p.outcome)
-        if self._since_pack >= PACK_EVERY and (self._packing is None or not self._packing.is_alive()):
-            self._since_pack = 0
-            self._packing = threading.Thread(target=pack_loose, args=(self._repo.path,), daemon=True)
-            self._packing.start()
+        written, self._loose_bytes = self._loose_bytes, 0
+        self.packer.wrote(sum(1 for p in batch if p.outcome), written)
 
     def _commit_batch(self, batch: list[_Pending]) -> None:
         deadline = time.monotonic() + _LOCK_WAIT_SECONDS
@@ -221,7 +224,8 @@ class Writer:
                 entries.append((path.encode(), None))
             else:
                 blob = Blob.from_string(data)
-                store.add_object(blob)
+                _add_loose(store, blob)
+                self._loose_bytes += len(data)
                 objects.append(blob.id)
                 entries.append((path.encode(), blob.id))
         # Only the trees along the changed paths are rewritten, each by splicing its few changed
@@ -232,6 +236,7 @@ class Writer:
         for table in made:
             level = self._repo.big_tree_level if table.size >= BIG_TREE else self._repo.loose_level
             write_loose(folder, table, level)
+            self._loose_bytes += table.size
             self._repo.get.remember(table)  # the next commit starts from these
             objects.append(table.id)
         commit = Commit()
@@ -243,7 +248,7 @@ class Writer:
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
         commit.message = _message(plan).encode()
-        store.add_object(commit)
+        _add_loose(store, commit)
         self._repo.get.remember(commit)  # the next commit starts from this one
         objects.append(commit.id)
         return commit.id.decode(), root.id, objects
@@ -315,23 +320,17 @@ class Writer:
                     log.exception("KB %s: main moved but its folder could not be fsynced", self._repo.path)
 
 
-def pack_loose(path: str) -> int:
-    """Move loose objects into one pack, made durable before any loose copy is deleted.
-
-    Safe beside writers and readers: only objects found before packing are deleted, and readers
-    that miss a loose object find it in the new pack.
-    """
-    try:
-        with Repo(path) as git:
-            store = git.object_store
-            assert isinstance(store, DiskObjectStore)
-            store.fsync_object_files = True  # the pack and its index, before the deletes
-            count = store.pack_loose_objects()
-    except Exception:
-        log.exception("packing loose objects of %s failed; they stay loose", path)
-        return 0
-    log.info("packed %d loose objects of %s", count, path)
-    return count
+def _add_loose(store: object, obj: ShaFile) -> None:
+    """dulwich's add_object, again when a repack's prune-packed removed the emptied `objects/xx`
+    folder between dulwich's mkdir and its open (C git retries the same way)."""
+    assert isinstance(store, DiskObjectStore)
+    for attempt in range(_FOLDER_RETRIES):
+        try:
+            store.add_object(obj)
+            return
+        except FileNotFoundError:
+            if attempt == _FOLDER_RETRIES - 1:
+                raise
 
 
 def _message(plan: CommitPlan) -> str:

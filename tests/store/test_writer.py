@@ -153,19 +153,3 @@ def test_git_refuses_these_names_and_so_does_the_store(repos: Repos, path: str) 
     with pytest.raises(InvalidRequest):
         writer.submit(put({path: b"x"}))
     assert repo.head() == head
-
-
-def test_packing_loose_objects_keeps_every_version_readable(repos: Repos) -> None:
-    from kbserver.store.writer import pack_loose
-
-    repo, writer = repos.get("demo")
-    versions = [writer.submit(put({f"n/{i}.md": f"note {i}".encode()}))[0] for i in range(20)]
-    assert pack_loose(str(repos.path("demo"))) > 20
-    assert not list((repos.path("demo") / "objects").glob("??/*"))
-    packs = list((repos.path("demo") / "objects" / "pack").glob("*.pack"))
-    assert len(packs) == 1
-    for i, v in enumerate(versions):
-        assert repo.view(v).read(f"n/{i}.md") == f"note {i}".encode()
-    v, _, _ = writer.submit(put({"after.md": b"after packing"}))
-    assert repo.view(v).read("n/3.md") == b"note 3"
-    git_fsck(repos.path("demo"))
