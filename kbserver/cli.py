@@ -1,4 +1,4 @@
-"""Command line: `kbserver serve`, KB and agent management, import, mount, reindex, fsck, mcp."""
+"""Command line: `kbserver serve`, KB and agent management, import, mount, reindex, fsck, repack, mcp."""
 
 from __future__ import annotations
 
@@ -327,6 +327,13 @@ def _fsck(args: argparse.Namespace) -> int:
     return 0 if not problems else 2
 
 
+def _repack(args: argparse.Namespace) -> int:
+    _, services = _services(args)
+    with _closing(services):
+        health.repack(services, args.slug, args.full)
+    return 0
+
+
 def _mcp(args: argparse.Namespace) -> int:
     from kbserver.mcp import run_stdio
 
@@ -477,6 +484,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("slug", nargs="?", help="the KB (default: every KB)")
 
     command("fsck", _fsck, "check every repository and the control plane (exit 2 on damage)")
+    p = command("repack", _repack, "pack one KB's (or every KB's) history with deltas now (git repack)")
+    p.add_argument("slug", nargs="?", help="the KB (default: every KB)")
+    p.add_argument("--full", action="store_true", help="compute every delta again (slower, smallest)")
 
     command(
         "worker",

@@ -1,4 +1,4 @@
-"""fsck of a whole data folder: every repository and the control plane."""
+"""fsck of a whole data folder (every repository and the control plane), and repacks."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from kbserver.services.context import Services
 
-__all__ = ["fsck"]
+__all__ = ["fsck", "repack"]
 
 
 def fsck(services: Services, report: Callable[[str], None] = print) -> list[str]:
@@ -29,3 +29,16 @@ def fsck(services: Services, report: Callable[[str], None] = print) -> list[str]
     problems += [f"control.db: KB {s} has a record but no repository" for s in sorted(known - set(slugs))]
     report(f"control.db: {'ok' if not control else f'{len(control)} problem(s)'}")
     return problems
+
+
+def repack(
+    services: Services, slug: str | None, full: bool = False, report: Callable[[str], None] = print
+) -> int:
+    """Repack one KB (or every KB) now, with deltas; `full` computes every delta again (slow on a
+    long history, and the smallest result). Returns how many KBs were repacked. Raises NotFound."""
+    done = 0
+    for each in [slug] if slug is not None else services.repos.slugs():
+        line = services.repos.repack(each, full=full)
+        report(f"{each}: {line}" if line else f"{each}: a repack is running already; skipped")
+        done += line is not None
+    return done

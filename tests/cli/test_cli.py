@@ -148,3 +148,30 @@ def test_kb_limits(tmp_path: Path) -> None:
     assert '"max_files": 3' in out.stdout and '"max_file_bytes": 262144' in out.stdout
     bad = kbserver(data, "kb", "limits", "lim", "--max-files", "0", check=False)
     assert bad.returncode == 1 and "invalid_request" in bad.stderr
+
+
+def test_repack_packs_every_kb_or_one_and_loses_nothing(tmp_path: Path) -> None:
+    data, src = tmp_path / "data", tmp_path / "src"
+    kbserver(data, "kb", "create", "other")
+    (src / "notes").mkdir(parents=True)
+    for i in range(25):
+        (src / "notes" / f"n{i}.md").write_text(f"note {i}\n")
+    kbserver(data, "import", "imp", str(src))
+    repo = data / "kbs" / "imp.git"
+    assert list((repo / "objects").glob("??/*"))  # loose objects before
+    heads = {s: (data / "kbs" / f"{s}.git" / "refs" / "heads" / "main").read_text() for s in ("imp", "other")}
+    out = kbserver(data, "repack")
+    assert [line.split(":")[0] for line in out.stdout.splitlines()] == ["imp", "other"]
+    assert "-> " in out.stdout and "git-geometric" in out.stdout
+    assert not list((repo / "objects").glob("??/*"))  # all packed
+    full = kbserver(data, "repack", "imp", "--full")
+    assert full.stdout.startswith("imp: ") and "git-full" in full.stdout
+    assert len(list((repo / "objects" / "pack").glob("*.pack"))) == 1
+    for slug, head in heads.items():
+        assert (data / "kbs" / f"{slug}.git" / "refs" / "heads" / "main").read_text() == head
+        git_fsck(data / "kbs" / f"{slug}.git")
+    mount = tmp_path / "mnt"
+    kbserver(data, "mount", "imp", str(mount))
+    assert (mount / "notes" / "n24.md").read_text() == "note 24\n"
+    missing = kbserver(data, "repack", "nope", check=False)
+    assert missing.returncode == 1 and missing.stderr.startswith("error: not_found:")
