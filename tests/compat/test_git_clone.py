@@ -6,6 +6,7 @@ import itertools
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -301,3 +302,64 @@ def test_a_hidden_commit_cannot_be_fetched_by_id(server: LiveServer, api: Api, t
     assert git("cat-file", "-t", commit, cwd=repo).stdout.strip() == "commit"
     message = git("log", "-1", "--format=%B", commit, cwd=repo).stdout
     assert f"Kb-Proposal: {proposal}" in message and "Kb-Kind: proposal" in message
+
+
+def test_clones_writes_and_reads_beside_repacks_see_every_version(
+    server: LiveServer, api: Api, tmp_path: Path
+) -> None:
+    """Repacks run by another process (the writer's own, and full ones that delete every pack)
+    while the server clones, writes and reads: nothing is lost, on either side."""
+    from kbserver.store.packing import repack
+
+    slug = api.kb()
+    token = api.agent({slug: "read_write"})
+    expected = {f"notes/{i}.md": f"note {i}\n" for i in range(30)}
+    for p, text in expected.items():
+        assert api.write(slug, token, p, text).status_code == 200
+    repo = str(server.data / "kbs" / f"{slug}.git")
+    done = threading.Event()
+    results: list[object] = []
+
+    def repacks() -> None:
+        for i in range(6):  # bounded
+            results.append(repack(repo, full=i % 2 == 1))
+            if done.is_set():
+                return
+
+    failures: list[str] = []
+
+    def writes() -> None:
+        for i in range(10):
+            p, text = f"during/{i}.md", f"written during a repack {i}\n"
+            answer = api.write(slug, token, p, text)
+            if answer.status_code != 200:
+                failures.append(answer.text)
+            expected[p] = text
+
+    threads = [threading.Thread(target=repacks), threading.Thread(target=writes)]
+    for t in threads:
+        t.start()
+    for n in range(2):
+        clone = tmp_path / f"during-{n}"
+        git("clone", "-q", url(server, slug, token), str(clone))
+        git_fsck(clone)
+    for t in threads[1:]:
+        t.join(timeout=600)
+    done.set()
+    threads[0].join(timeout=600)
+    assert failures == []
+    assert any(r is not None for r in results)
+    clone = tmp_path / "after"
+    git("clone", "-q", url(server, slug, token), str(clone))
+    git_fsck(clone)
+    git_fsck(Path(repo))
+    assert git("rev-parse", "HEAD", cwd=clone).stdout.strip() == api.head(slug)
+    assert git("rev-list", "--count", "HEAD", cwd=clone).stdout.strip() == str(1 + len(expected))
+    auth = {"Authorization": f"Bearer {token}"}
+    for p, text in expected.items():
+        assert (clone / p).read_text() == text
+        assert api.call("GET", f"/kbs/{slug}/files/{p}", auth)["content"] == text
+    versions = api.call("GET", f"/kbs/{slug}/versions?limit=100", auth)["versions"]
+    assert len(versions) == 1 + len(expected)
+    for v in versions:  # every version's diff reads its blobs through the server's store
+        api.call("GET", f"/kbs/{slug}/versions/{v['version']}", auth)
