@@ -38,11 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = [
+    "DELTIFIED",
     "LOCK_NAME",
     "PackStats",
     "Packer",
     "RepackResult",
+    "deltified",
     "kill",
+    "mark_deltified",
     "pack_stats",
     "repack",
     "repack_command",
@@ -51,6 +54,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "kbserver-pack.flock"  # not *.lock: recover_locks removes those
+# Present once nothing in the repository is packed whole any more: made by a full repack, and by
+# Repos.create for a new KB. A KB without it (written before this packing) gets one full repack.
+DELTIFIED = "kbserver-deltified"
 _TEMP_PREFIXES = ("tmp_pack_", "tmp_idx_", "tmp_rev_", "tmp_mtimes_", "tmp_bitmap_", ".tmp-")
 _TEMP_AGE_SECONDS = 3600.0
 
@@ -183,6 +189,8 @@ def repack(
             _, err = proc.communicate()
             if proc.returncode != 0:
                 raise subprocess.CalledProcessError(proc.returncode, proc.args, stderr=err)
+        if full:
+            mark_deltified(path)
         result = RepackResult(method, before, pack_stats(path), time.monotonic() - began)
     log.info(
         "repacked %s (%s) in %.1f s: %d loose objects and %d packs (%d bytes) -> %d and %d (%d bytes)",
@@ -197,6 +205,16 @@ def repack(
         result.after.total_bytes,
     )
     return result
+
+
+def mark_deltified(path: str) -> None:
+    """Record that the repository at `path` holds no objects packed whole (see DELTIFIED)."""
+    with open(os.path.join(path, DELTIFIED), "w") as f:
+        f.write("objects packed with deltas by C git (kbserver.store.packing)\n")
+
+
+def deltified(path: str) -> bool:
+    return os.path.exists(os.path.join(path, DELTIFIED))
 
 
 def kill(proc: subprocess.Popen[bytes]) -> None:
@@ -288,7 +306,9 @@ class Packer:
 
     def _run(self) -> None:
         try:
-            result = repack(self._path, started=self._started)
+            # A KB packed whole by an older kbserver gets one full repack: the geometric roll-up
+            # would keep those whole copies for good.
+            result = repack(self._path, full=not deltified(self._path), started=self._started)
             if result is not None:
                 self.last = result
                 self.seconds = [*self.seconds[-99:], result.seconds]

@@ -14,7 +14,7 @@ from dulwich.repo import Repo
 from kbserver.core.errors import AlreadyExists, NotFound, Unavailable
 from kbserver.core.model import SLUG_PATTERN
 from kbserver.core.pool import LeasePool
-from kbserver.store.packing import repack
+from kbserver.store.packing import mark_deltified, repack
 from kbserver.store.repo import KBRepo
 from kbserver.store.verify import verify
 from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
@@ -68,6 +68,7 @@ class Repos:
             config.set((b"core",), b"logallrefupdates", False)
             config.set((b"kbserver",), b"slug", slug.encode())
             config.write_to_path()
+        mark_deltified(str(tmp))  # nothing of it will ever be packed whole (store.packing)
         try:
             repo = KBRepo(str(tmp))
             writer = Writer(repo, fsync=self._fsync)

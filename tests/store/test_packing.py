@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kbserver.store import CommitPlan, KBRepo, Repos
-from kbserver.store.packing import kill, pack_stats, repack
+from kbserver.store.packing import DELTIFIED, deltified, kill, pack_stats, repack
 from tests.helpers import git_fsck
 
 AUTHOR = "agent:test <test@kbserver.invalid>"
@@ -252,4 +252,30 @@ def test_without_git_the_loose_objects_are_packed_whole(
     assert result is not None and result.method == "dulwich"
     assert result.after.loose_objects == 0
     assert_all_readable(repos.repo("demo"), added)
+    git_fsck(repos.path("demo"))
+
+
+def test_a_kb_packed_whole_before_gets_one_full_repack_then_geometric_ones(
+    repos: Repos, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = str(repos.path("demo"))
+    repo, writer = repos.get("demo")
+    assert deltified(path)  # a new KB never had anything packed whole
+    os.remove(os.path.join(path, DELTIFIED))  # as a KB of an older kbserver
+    added = add_memories(repos, 0, 20)
+    with monkeypatch.context() as m:
+        m.setenv("PATH", "")
+        repack(path)  # what the older kbserver did: every tree packed whole
+    whole = pack_stats(path)
+    assert whole.loose_objects == 0
+    writer.packer.start()
+    writer.packer.wait(timeout=600)
+    assert writer.packer.last is not None and writer.packer.last.method == "git-full"
+    assert deltified(path)
+    assert pack_stats(path).total_bytes * 5 < whole.total_bytes, (whole, pack_stats(path))
+    added |= add_memories(repos, 20, 3)
+    writer.packer.start()
+    writer.packer.wait(timeout=600)
+    assert writer.packer.last.method == "git-geometric"
+    assert_all_readable(repo, added)
     git_fsck(repos.path("demo"))
