@@ -109,7 +109,8 @@ def test_the_full_repack_merges_every_pack_and_keeps_unreachable_objects(repos: 
 
 
 def test_writes_during_repacks_all_land(repos: Repos) -> None:
-    """Writers beside repacks (started by the writer itself, and by hand in a loop) lose nothing."""
+    """Writers and readers beside repacks (started by the writer itself, and by hand in a loop)
+    lose nothing and fail nothing."""
     path = str(repos.path("demo"))
     repo, writer = repos.get("demo")
     writer.packer.every_commits = 7  # the writer starts its own repacks as well
@@ -130,7 +131,25 @@ def test_writes_during_repacks_all_land(repos: Repos) -> None:
                 return
             results.append(repack(path))
 
+    errors: list[BaseException] = []
+
+    def read() -> None:  # the writer's own repository, whose packs its packer drops after each repack
+        for _ in range(200):  # bounded
+            if stop.is_set():
+                return
+            with lock:
+                known = list(added.items())
+            try:
+                for version, (p, data) in known[-20:]:
+                    assert repo.view(version).read(p) == data
+            except BaseException as exc:
+                errors.append(exc)
+                return
+
     threads = [threading.Thread(target=write, args=(w,)) for w in range(3)]
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for t in readers:
+        t.start()
     packer = threading.Thread(target=repacks)
     packer.start()
     for t in threads:
@@ -139,7 +158,10 @@ def test_writes_during_repacks_all_land(repos: Repos) -> None:
         t.join(timeout=600)
     stop.set()
     packer.join(timeout=600)
+    for t in readers:
+        t.join(timeout=600)
     writer.packer.wait(timeout=600)
+    assert errors == []
     assert len(added) == 75
     assert any(r is not None for r in results)
     assert writer.packer.failures == 0
