@@ -41,6 +41,20 @@ class Settings(BaseModel):
     index_poll_seconds: float = Field(
         default=0.01, gt=0, description="how often the follower reads the feed of other processes' commits"
     )
+    follower_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="lower the follower's threads (indexing, embedding) by this many nice levels (0..19) "
+        "so requests get the cores first (Linux)",
+    )
+    follower_batch_ms: float = Field(
+        default=100.0,
+        ge=0,
+        le=10_000,
+        description="while commits come close together, the follower waits up to this long to index and "
+        "embed them in one go (0: each at once)",
+    )
     memory_budget_mb: int = Field(
         default=64,
         ge=1,
@@ -111,6 +125,8 @@ class Settings(BaseModel):
             run_ttl_seconds=self.run_ttl_seconds,
             fsync=self.fsync,
             index_poll_seconds=self.index_poll_seconds,
+            follower_nice=self.follower_nice,
+            follower_batch_ms=self.follower_batch_ms,
             follow=self.follower == "embedded",
             memory_budget_mb=self.memory_budget_mb,
             embedder=None if self.embedder == "none" else self.embedder,

@@ -61,6 +61,8 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
         data / "follower.lock",
         poll_seconds=options.index_poll_seconds,
         lead=options.follow,
+        nice=options.follower_nice,
+        batch_seconds=options.follower_batch_ms / 1000,
     )
     holder.append(follower)
     search_index.on_damaged = follower.report_damaged

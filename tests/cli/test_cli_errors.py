@@ -50,6 +50,11 @@ def assert_one_error_line(proc: subprocess.CompletedProcess[str], code: str, *wo
         ([], {"KBSERVER_LOG_LEVEL": "LOUD"}, ["KBSERVER_LOG_LEVEL", "LOUD"]),
         ([], {"KBSERVER_FSYNC": "maybe"}, ["KBSERVER_FSYNC"]),
         ([], {"KBSERVER_RUN_TTL_SECONDS": "-1"}, ["KBSERVER_RUN_TTL_SECONDS"]),
+        ([], {"KBSERVER_FOLLOWER_NICE": "20"}, ["KBSERVER_FOLLOWER_NICE", "19"]),
+        ([], {"KBSERVER_FOLLOWER_NICE": "-5"}, ["KBSERVER_FOLLOWER_NICE", "-5"]),
+        ([], {"KBSERVER_FOLLOWER_NICE": "low"}, ["KBSERVER_FOLLOWER_NICE", "low"]),
+        ([], {"KBSERVER_FOLLOWER_BATCH_MS": "-1"}, ["KBSERVER_FOLLOWER_BATCH_MS"]),
+        ([], {"KBSERVER_FOLLOWER_BATCH_MS": "soon"}, ["KBSERVER_FOLLOWER_BATCH_MS", "soon"]),
     ],
 )
 def test_a_bad_setting_is_one_line_and_creates_nothing(
