@@ -57,7 +57,7 @@ def _serve(data: str, port: int) -> None:
     follower = (
         "worker" if os.environ.get("KBBENCH_FOLLOWER") == "worker" else "embedded"
     )  # bench/search_qa.py
-    settings = Settings(
+    settings = Settings.from_env(  # KBSERVER_* variables set for a variant (bench/memory_mcp.py) apply
         data=Path(data), port=port, admin_token=TOKEN, sample=False, log_level="WARNING", follower=follower
     )
     services = open_services(settings.data, settings.options())
@@ -142,16 +142,20 @@ def table(header: tuple[str, ...], rows: list[tuple[object, ...]]) -> str:
 
 
 @contextmanager
-def live_server(data: Path, follower: str = "embedded") -> Iterator[str]:
+def live_server(
+    data: Path, follower: str = "embedded", settings: dict[str, str] | None = None
+) -> Iterator[str]:
     """The app (plus `noop`) serving `data` under uvicorn in a subprocess; yields its URL.
 
     `follower` embedded: the server follows main itself; worker: a `kbserver worker` beside it does.
+    `settings` (name: value) are handed to both processes as KBSERVER_* variables.
     """
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     root = str(Path(__file__).resolve().parent.parent)
     env = {
         **os.environ,
+        **{f"KBSERVER_{name.upper()}": value for name, value in (settings or {}).items()},
         "KBBENCH_FOLLOWER": follower,
         "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }

@@ -1,7 +1,7 @@
 """Latency of the `memory` tool set through MCP over Streamable HTTP, at 200 and 10,000 memories.
 
     python -m bench.memory_mcp [--sizes 200,10000] [--calls 100] [--follower embedded,worker]
-                               [--vectors-cache DIR]
+                               [--vectors-cache DIR] [--variant NAME:SETTING=VALUE,...]...
 
 For each size: a KB of that many memories (the 208 of bench/recall_set.py, then generated facts),
 imported as one folder; a live server (create_app under uvicorn in a subprocess, as `kbserver serve`
@@ -13,6 +13,11 @@ calls (the embedding is made after the commit, never on this path) and `memory_s
 hybrid and keyword mode with the recall set's questions (hybrid twice: questions new to the server,
 whose embedding is made on the call's path, then questions asked before, whose embedding the query
 cache holds). Prints p50/p95 per tool.
+
+`--variant` (repeatable) runs every size and follower once per variant, each with its settings
+(e.g. `--variant before:follower_nice=0,follower_batch_ms=0 --variant after:`), alternating on the
+same corpus, and prints their rows side by side: the machine's load varies more between runs than
+most changes do. Without it there is one variant, `default`, with the settings' defaults.
 
 Embedding 10,000 memories takes ~10 minutes on 2 cores. `--vectors-cache DIR` keeps each size's
 vectors (keyed by the content's sha256, which the generated corpus repeats exactly) in DIR and
@@ -136,32 +141,62 @@ def _keep_vectors(cache: Path | None, size: int, data: Path) -> None:
     os.replace(cache / f"vectors-{size}.tmp", cache / f"vectors-{size}.db")
 
 
+def _variant(spec: str) -> tuple[str, dict[str, str]]:
+    """`NAME:SETTING=VALUE,...` as (NAME, {SETTING: VALUE})."""
+    name, _, rest = spec.partition(":")
+    settings = dict(item.split("=", 1) for item in rest.split(",") if item.strip())
+    return name or "default", {key.strip(): value.strip() for key, value in settings.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="200,10000", help="memories in the KB, comma-separated")
     parser.add_argument("--calls", type=int, default=100, help="measured calls per tool")
     parser.add_argument("--follower", default="embedded", help="embedded and/or worker, comma-separated")
     parser.add_argument("--vectors-cache", type=Path, help="keep and reuse the corpus' vectors here")
+    parser.add_argument(
+        "--variant", action="append", default=[], help="NAME:SETTING=VALUE,... (repeatable): to compare"
+    )
     args = parser.parse_args()
-    rows: list[tuple[object, ...]] = []
-    runs = [(int(size), follower) for size in args.sizes.split(",") for follower in args.follower.split(",")]
-    for size, follower in runs:
+    variants = [_variant(v) for v in args.variant] or [("default", {})]
+    results: dict[tuple[int, str, str], dict[str, list[float]]] = {}
+    for size in (int(s) for s in args.sizes.split(",")):
         with tempfile.TemporaryDirectory(prefix="kbbench-") as tmp:
-            data = Path(tmp) / "data"
-            token = _setup(data, size)
-            _seed_vectors(args.vectors_cache, size, data)
-            with live_server(data, follower) as url:
-                t0 = time.perf_counter()
-                samples = asyncio.run(_measure(url, token, args.calls))
-                took = time.perf_counter() - t0
-                print(
-                    f"{size} memories, {follower} follower: embedded and measured in {took:.0f} s", flush=True
-                )
-            _keep_vectors(args.vectors_cache, size, data)
-        for name, values in samples.items():
-            rows.append((size, follower, name, *percentiles(values, 50, 95)))
+            base = Path(tmp) / "base"
+            token = _setup(base, size)
+            _seed_vectors(args.vectors_cache, size, base)
+            for follower in args.follower.split(","):
+                for name, settings in variants:  # alternating, on copies of one corpus
+                    data = Path(tmp) / "data"
+                    shutil.copytree(base, data)
+                    with live_server(data, follower, settings) as url:
+                        t0 = time.perf_counter()
+                        results[size, follower, name] = asyncio.run(_measure(url, token, args.calls))
+                        took = time.perf_counter() - t0
+                    load = os.getloadavg()[0]
+                    print(
+                        f"{size} memories, {follower} follower, {name}: embedded and measured in {took:.0f} s"
+                        f" (load {load:.1f})",
+                        flush=True,
+                    )
+                    _keep_vectors(args.vectors_cache, size, data)
+                    shutil.rmtree(data)
+    header: tuple[str, ...] = ("memories", "follower", "tool")
+    for name, _ in variants:
+        header += (f"{name} p50 ms", f"{name} p95 ms")
+    rows: list[tuple[object, ...]] = []
+    for (size, follower, first), samples in results.items():
+        if first != variants[0][0]:
+            continue
+        for tool in samples:
+            row: tuple[object, ...] = (size, follower, tool)
+            for name, _ in variants:
+                row += tuple(percentiles(results[size, follower, name][tool], 50, 95))
+            rows.append(row)
     print(f"\n{args.calls} sequential calls per row through MCP (Streamable HTTP), {os.cpu_count()} CPUs")
-    print(table(("memories", "follower", "tool", "p50 ms", "p95 ms"), rows))
+    for name, settings in variants:
+        print(f"{name}: {', '.join(f'{k}={v}' for k, v in settings.items()) or 'the defaults'}")
+    print(table(header, rows))
 
 
 if __name__ == "__main__":
