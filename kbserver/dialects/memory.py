@@ -341,9 +341,15 @@ def memory_search(
         total = len(ranked)
     else:
         keyword: list[Ranked] = []
+        covered: dict[str, float] = {}  # hybrid: the keyword candidates' word coverage
         if mode == "hybrid":
             semantic.prepare(call.services, search)  # embedded on another core meanwhile
-        if mode in ("hybrid", "keyword"):
+            found = search_service.candidates(
+                call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER
+            )
+            keyword = [Ranked(c.path, c.score) for c in found if c.path in memories]
+            covered = {c.path: c.coverage for c in found if c.path in memories}
+        elif mode == "keyword":
             keyword = _keyword(call, slug, search, memories)
         total = len(keyword)
         if mode in ("hybrid", "semantic"):
@@ -377,15 +383,12 @@ def memory_search(
                 ranked = keyword
             else:
                 fusion = Fusion(keyword_weight=call.services.options.keyword_weight)
-                coverage = search_service.word_coverage(
-                    call.services, call.caller, slug, search, [r.key for r in keyword]
-                )
                 ranked = fuse(
                     keyword,
                     by_meaning,
                     fusion,
                     semantic_floor=ranking.floor,
-                    coverage=coverage,
+                    coverage=covered,  # from the same index read as the candidates
                     keyword_only=words_only,  # not embedded yet: their words stand in for their meaning
                 )
         else:

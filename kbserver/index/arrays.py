@@ -324,10 +324,10 @@ def collect_arrays(
     exclude: Any | None = None,
     key: str = "path",
     within: Any | None = None,
-) -> tuple[list[tuple[float, int]], int]:
+) -> tuple[list[tuple[float, int, Any]], int]:
     """What `collect.collect(searcher, Require(query, within) or query, limit, tier sets, excluded
     set, key)` returns, with `tiers` and `exclude` given as queries (their document sets are found
-    here, as arrays).
+    here, as arrays), and each hit's `key` value after its document number.
 
     Each tier lies within the one before (query.py): the first empty one ends them.
     """
@@ -379,5 +379,6 @@ def collect_arrays(
     # collect's order: more tiers, then the higher rounded score, then the smaller key (unique).
     items.sort()
     return [
-        (-lvl + max(-neg, 0.0) / (1.0 + max(-neg, 0.0)), docnum) for lvl, neg, _, docnum in items[:limit]
+        (-lvl + max(-neg, 0.0) / (1.0 + max(-neg, 0.0)), docnum, value)
+        for lvl, neg, value, docnum in items[:limit]
     ], total

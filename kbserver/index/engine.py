@@ -47,6 +47,7 @@ class Hit:
     score: float
     snippet: str  # excerpt with matched terms in **bold**; the start of the body when nothing to highlight
     fields: dict[str, str]  # front-matter fields: title, tags (joined by ", "), category and other scalars
+    coverage: float | None = None  # with search(coverage=True): the share of the question's words held
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,24 @@ def _has(reader: Any) -> Callable[[str, str], bool]:
         return found
 
     return has
+
+
+def _shares(
+    searcher: Any, words: tuple[str, ...], docnums: list[int], has: Callable[[str, str], bool]
+) -> dict[int, float]:
+    """For each document of `docnums`, the idf-weighted share of `words` it holds (SearchIndex.coverage)."""
+    if not docnums or not words:
+        return dict.fromkeys(docnums, 0.0)
+    live = searcher.doc_count()
+    asked = np.array(docnums, dtype=np.int64)
+    held = np.zeros(len(asked), dtype=np.float64)
+    weight = 0.0
+    for word in words:
+        found = doc_ids(searcher, word_query(word, has))
+        idf = math.log(1.0 + (live - len(found) + 0.5) / (len(found) + 0.5))
+        weight += idf
+        held += np.where(np.isin(asked, found), idf, 0.0)  # + 0.0 where not held: the same sums
+    return dict(zip(docnums, (held / weight).tolist(), strict=True))
 
 
 def _check_path(path: str) -> None:
@@ -339,6 +358,7 @@ class SearchIndex:
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
         snippets: bool = True,
+        coverage: bool = False,
         stepping: bool = False,
     ) -> SearchResult:
         """Rank files for `query` (BM25F), optionally only under `prefix` and with exact field `filters`.
@@ -346,7 +366,9 @@ class SearchIndex:
         The words are ORed: files with every word rank first, then files with the words as a phrase
         above those (see query.py); "quoted phrases" must occur; -word excludes. An empty query
         lists the files passing prefix and filters, in path order. Never raises on query syntax.
-        `total` is the exact number of matches. Without `snippets` every hit's snippet is "".
+        `total` is the exact number of matches. Without `snippets` hits carry neither a snippet nor
+        fields ("" and {}: both are read from the stored fields, one read per hit). With `coverage`
+        each hit carries its `coverage` (what `coverage()` says of its path, from the same read).
         `stepping` ranks with the reference collector (collect.py), which steps every match in
         Python, instead of over arrays (arrays.py): the same hits, order, scores and total, slower.
         """
@@ -360,7 +382,8 @@ class SearchIndex:
                 return SearchResult([], 0, version)
             if not query.strip():
                 return self._list(searcher, constraint, limit, offset, version)
-            parsed = parse_query(query, _has(searcher.reader()))
+            has = _has(searcher.reader())
+            parsed = parse_query(query, has)
             if parsed.match is None:
                 return SearchResult([], 0, version)
             # Our own collectors: Whoosh's skips by quality and breaks under the restriction (collect.py).
@@ -371,21 +394,23 @@ class SearchIndex:
                 ranked, total = collect_arrays(
                     searcher, parsed.match, offset + limit, parsed.tiers, parsed.exclude, PATH, constraint
                 )
+            page = ranked[offset : offset + limit]
+            shares = _shares(searcher, parsed.words, [d for _, d, _ in page], has) if coverage else {}
             hits = []
-            for score, docnum in ranked[offset : offset + limit]:
-                stored = searcher.stored_fields(docnum)
-                hits.append(
-                    Hit(
-                        path=stored[PATH],
-                        score=score,
-                        snippet=make_snippet(stored.get("body", ""), parsed.highlight) if snippets else "",
-                        fields=dict(stored.get(FIELDS) or {}),
-                    )
-                )
+            for score, docnum, path in page:
+                if snippets:
+                    stored = searcher.stored_fields(docnum)
+                    snippet = make_snippet(stored.get("body", ""), parsed.highlight)
+                    fields = dict(stored.get(FIELDS) or {})
+                else:
+                    snippet, fields = "", {}
+                hits.append(Hit(path, score, snippet, fields, shares.get(docnum) if coverage else None))
             return SearchResult(hits, total, version)
 
     @staticmethod
-    def _stepping(searcher: Any, full: Any, limit: int, parsed: Any) -> tuple[list[tuple[float, int]], int]:
+    def _stepping(
+        searcher: Any, full: Any, limit: int, parsed: Any
+    ) -> tuple[list[tuple[float, int, str]], int]:
         tiers: list[frozenset[int]] = []
         for tier in parsed.tiers:  # each tier lies within the one before: stop at the first empty one
             docs = frozenset(searcher.docs_for_query(tier))
@@ -393,7 +418,8 @@ class SearchIndex:
                 break
             tiers.append(docs)
         excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()
-        return collect(searcher, full, limit, tiers, excluded, key=PATH)
+        ranked, total = collect(searcher, full, limit, tiers, excluded, key=PATH)
+        return [(score, d, searcher.stored_fields(d)[PATH]) for score, d in ranked], total
 
     def coverage(self, query: str, paths: Collection[str]) -> dict[str, float]:
         """For each indexed file of `paths`, the share of `query`'s words it holds, each word weighted
@@ -412,21 +438,8 @@ class SearchIndex:
                 number = searcher.document_number(**{PATH: path})
                 if number is not None:
                     numbers[number] = path
-            words = question_words(query)
-            if not numbers or not words:
-                return dict.fromkeys(numbers.values(), 0.0)
-            reader = searcher.reader()
-            live = searcher.doc_count()
-            asked = np.array(sorted(numbers), dtype=np.int64)
-            held = np.zeros(len(asked), dtype=np.float64)
-            weight = 0.0
-            for word in words:
-                found = doc_ids(searcher, word_query(word, lambda field, text: (field, text) in reader))
-                idf = math.log(1.0 + (live - len(found) + 0.5) / (len(found) + 0.5))
-                weight += idf
-                held += np.where(np.isin(asked, found, assume_unique=True), idf, 0.0)
-            share = dict(zip(asked.tolist(), (held / weight).tolist(), strict=True))
-            return {path: share[number] for number, path in numbers.items()}
+            shares = _shares(searcher, question_words(query), list(numbers), _has(searcher.reader()))
+            return {path: shares[number] for number, path in numbers.items()}
 
     @staticmethod
     def _constraint(prefix: str | None, filters: Mapping[str, str] | None) -> tuple[Any | None, bool]:

@@ -54,6 +54,7 @@ class ParsedQuery:
     exclude: Any | None  # files matching it are left out
     tiers: tuple[Any, ...]  # boolean queries, each matching a subset of the one before: more ranks higher
     highlight: frozenset[str]  # index terms to mark in snippets
+    words: tuple[str, ...] = ()  # the terms the question is ranked by (question_words)
 
 
 HasTerm = Callable[[str, str], bool]
@@ -156,7 +157,7 @@ def parse_query(text: str, has: HasTerm = _everywhere) -> ParsedQuery:
     words = _query_words(clauses)
     if not words and not phrases:
         # Only exclusions (or nothing searchable): there is no ranking to do, so nothing matches.
-        return ParsedQuery(match=None, exclude=None, tiers=(), highlight=frozenset())
+        return ParsedQuery(match=None, exclude=None, tiers=(), highlight=frozenset(), words=words)
     required = [_phrase(p, has) for p in phrases]
     if not words:
         match = required[0] if len(required) == 1 else q.And(required)
@@ -173,4 +174,4 @@ def parse_query(text: str, has: HasTerm = _everywhere) -> ParsedQuery:
         tiers.append(q.And([_term(t, has) for t in words]))  # every word somewhere in the file
         tiers.append(_phrase(words, has))  # the words in the order asked, side by side
     highlight = frozenset(words) | frozenset(t for p in phrases for t in p)
-    return ParsedQuery(match=match, exclude=exclude, tiers=tuple(tiers), highlight=highlight)
+    return ParsedQuery(match=match, exclude=exclude, tiers=tuple(tiers), highlight=highlight, words=words)

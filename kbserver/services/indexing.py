@@ -113,8 +113,9 @@ class SearchSink:
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
         snippets: bool = True,
+        coverage: bool = False,
     ) -> SearchResult:
-        """Search `slug`'s index (without `snippets`, each hit's snippet is empty). Raises Unavailable
+        """Search `slug`'s index (index.SearchIndex.search: `snippets`, `coverage`). Raises Unavailable
         while it is damaged (the follower rebuilds it).
 
         A KB whose index is not built yet has no hits and no version.
@@ -122,7 +123,13 @@ class SearchSink:
         found = self._read(
             slug,
             lambda ix: ix.search(
-                q, limit=limit, offset=offset, prefix=prefix, filters=filters, snippets=snippets
+                q,
+                limit=limit,
+                offset=offset,
+                prefix=prefix,
+                filters=filters,
+                snippets=snippets,
+                coverage=coverage,
             ),
         )
         return SearchResult([], 0, None) if found is None else found

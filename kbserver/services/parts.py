@@ -177,8 +177,10 @@ class TextSearch(Protocol):
         prefix: str | None = None,
         filters: Mapping[str, str] | None = None,
         snippets: bool = True,
+        coverage: bool = False,
     ) -> SearchResult:
-        """Hits for `q` (without `snippets`, each hit's snippet is empty). Raises Unavailable while
+        """Hits for `q` (without `snippets`, hits carry no snippet nor fields; with `coverage`, each
+        carries the share of `q`'s words it holds, as `coverage` gives it). Raises Unavailable while
         the index is damaged (the follower rebuilds it)."""
         ...
 

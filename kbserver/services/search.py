@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 
 from kbserver.core.errors import Forbidden, InvalidRequest
 from kbserver.core.model import Caller
@@ -16,6 +17,8 @@ from kbserver.services.models import IndexStatus, SearchHit, SearchResults
 __all__ = [
     "MAX_LIMIT",
     "MAX_WAIT_SECONDS",
+    "Candidate",
+    "candidates",
     "query",
     "reindex",
     "status",
@@ -67,6 +70,32 @@ def query(
         total=result.total,
         version=result.version,
     )
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A keyword hit as a hybrid search fuses it: path, score (as `query` rounds it), word coverage."""
+
+    path: str
+    score: float
+    coverage: float
+
+
+def candidates(
+    services: Services, caller: Caller, slug: str, q: str, limit: int, prefix: str | None = None
+) -> list[Candidate]:
+    """The best `limit` hits for `q` (as `query` ranks them) with each one's `word_coverage`, from
+    one read of the index: the keyword side of a hybrid search. Raises NotFound, InvalidRequest,
+    Unavailable."""
+    require_read(services, caller, slug)
+    if not isinstance(q, str) or not q.strip():
+        raise InvalidRequest("q must be a non-empty search text", q=q)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
+    result = services.search_index.search(
+        slug, q, limit=limit, prefix=check_prefix(prefix) or None, snippets=False, coverage=True
+    )
+    return [Candidate(h.path, round(h.score, 4), h.coverage or 0.0) for h in result.hits]
 
 
 def word_coverage(

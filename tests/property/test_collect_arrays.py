@@ -54,6 +54,12 @@ def _same(ix: SearchIndex, text: str, prefix: str | None, filters: Mapping[str, 
     everything = ix.search(text, limit=1000, prefix=prefix, filters=filters, stepping=True)
     assert ix.search(text, limit=1000, prefix=prefix, filters=filters) == everything
     n = everything.total
+    # What a hybrid search asks for: no snippets nor fields, each hit's word coverage from the same read.
+    bare = ix.search(text, limit=1000, prefix=prefix, filters=filters, snippets=False, coverage=True)
+    assert [(h.path, h.score) for h in bare.hits] == [(h.path, h.score) for h in everything.hits]
+    assert bare.total == n and all(h.snippet == "" and h.fields == {} for h in bare.hits)
+    shares = ix.coverage(text, [h.path for h in bare.hits])
+    assert {h.path: h.coverage for h in bare.hits} == shares
     for limit in (1, 3, n + 1):
         for offset in sorted({*range(min(n, 6) + 2), *range(0, n + 2, max(1, n // 5)), max(0, n - 1)}):
             want = ix.search(text, limit=limit, offset=offset, prefix=prefix, filters=filters, stepping=True)
