@@ -172,6 +172,14 @@ def repack(
         before = pack_stats(path)
         began = time.monotonic()
         git = shutil.which("git")
+        log.info(
+            "repacking %s (%s): %d loose objects and %d packs (%d bytes)",
+            path,
+            "full" if full else "geometric",
+            before.loose_objects,
+            before.packs,
+            before.total_bytes,
+        )
         if git is None:
             method = "dulwich"
             _dulwich_pack_loose(path)
@@ -184,16 +192,22 @@ def repack(
                 stderr=subprocess.PIPE,
                 start_new_session=True,  # its own process group: a kill stops pack-objects too
             )
-            if started is not None:
-                started(proc)
-            _, err = proc.communicate()
+            try:
+                if started is not None:
+                    started(proc)
+                _, err = proc.communicate()
+            except BaseException:  # stopped half-way (an error, Ctrl-C): git goes too, never orphaned
+                kill(proc)
+                proc.wait()
+                raise
             if proc.returncode != 0:
                 raise subprocess.CalledProcessError(proc.returncode, proc.args, stderr=err)
         if full:
             mark_deltified(path)
         result = RepackResult(method, before, pack_stats(path), time.monotonic() - began)
     log.info(
-        "repacked %s (%s) in %.1f s: %d loose objects and %d packs (%d bytes) -> %d and %d (%d bytes)",
+        "repacked %s (%s) in %.1f s: %d loose objects and %d packs (%d bytes)"
+        " -> %d loose objects and %d packs (%d bytes)",
         path,
         method,
         result.seconds,

@@ -347,7 +347,7 @@ def test_clones_writes_and_reads_beside_repacks_see_every_version(
         t.join(timeout=600)
     done.set()
     threads[0].join(timeout=600)
-    assert failures == []
+    assert failures == [], (failures, server.log.read_text(errors="replace")[-4000:])
     assert any(r is not None for r in results)
     clone = tmp_path / "after"
     git("clone", "-q", url(server, slug, token), str(clone))

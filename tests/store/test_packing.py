@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import subprocess
 import threading
@@ -74,11 +75,18 @@ def deleted_packs_held(path: Path) -> list[str]:
     return [h for h in held if str(path) in h and "/pack/" in h and h.endswith("(deleted)")]
 
 
-def test_a_repack_with_deltas_keeps_a_fraction_of_what_loose_objects_take(repos: Repos) -> None:
+def test_a_repack_with_deltas_keeps_a_fraction_of_what_loose_objects_take(
+    repos: Repos, caplog: pytest.LogCaptureFixture
+) -> None:
     path = str(repos.path("demo"))
     added = add_memories(repos, 0, 40)
     before = pack_stats(path)
-    result = repack(path)
+    with caplog.at_level(logging.INFO, logger="kbserver.store.packing"):
+        result = repack(path)
+    logged = [r.getMessage() for r in caplog.records if r.name == "kbserver.store.packing"]
+    assert logged[0].startswith(f"repacking {path} (geometric): {before.loose_objects} loose objects")
+    assert logged[-1].startswith(f"repacked {path} (git-geometric) in ")
+    assert "-> 0 loose objects" in logged[-1]
     assert result is not None and result.method == "git-geometric"
     after = pack_stats(path)
     assert after.loose_objects == 0
@@ -204,6 +212,26 @@ def test_a_killed_repack_leaves_a_complete_repository(repos: Repos) -> None:
     result = repack(path)  # the next one completes and cleans up
     assert result is not None and result.after.loose_objects == 0
     assert_all_readable(repo, added)
+    git_fsck(repos.path("demo"))
+
+
+def test_an_error_half_way_stops_git_and_leaves_a_complete_repository(repos: Repos) -> None:
+    path = str(repos.path("demo"))
+    added = add_memories(repos, 0, 20)
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def fail(proc: subprocess.Popen[bytes]) -> None:
+        procs.append(proc)
+        raise RuntimeError("stopped half-way")
+
+    with pytest.raises(RuntimeError):
+        repack(path, started=fail)
+    assert procs[0].poll() is not None  # git was stopped, not left running
+    git_fsck(repos.path("demo"))
+    assert_all_readable(repos.repo("demo"), added)
+    result = repack(path)  # the lock was released
+    assert result is not None and result.after.loose_objects == 0
+    assert_all_readable(repos.repo("demo"), added)
     git_fsck(repos.path("demo"))
 
 
