@@ -15,14 +15,19 @@ one `git repack -a -d -f` (the rare full repack, every delta computed again).
 
 Prints, per policy: bytes on disk per add (growth of objects/ over the adds, divided by the adds),
 the largest loose backlog seen, the total, the time repacks took, and the add's p50/p95 with and
-without a repack running beside it. Everything runs in a temp folder.
+without a repack running beside it, and what reads cost once packed (a file at an old version, a
+diff, the history of one path; each on a freshly opened repository). Everything runs in a temp folder.
 
-    python -m bench.disk [--memories 10000] [--adds 1000] [--fsync]
+Then, on the loose objects of `--deltify` more adds, dulwich's own delta packing
+(`write_pack_objects(..., deltify=True)`, pure Python but for the delta itself) next to C git's.
+
+    python -m bench.disk [--memories 10000] [--adds 1000] [--fsync] [--deltify 200]
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
 import random
 import shutil
@@ -34,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dulwich.object_store import DiskObjectStore
+from dulwich.pack import write_pack_objects
 from dulwich.repo import Repo
 
 from kbserver.store import CommitPlan, KBRepo
@@ -89,6 +95,7 @@ class Run:
     packs: int = 0
     full: int | None = None  # after `git repack -a -d -f`
     full_seconds: float | None = None
+    reads: str = ""  # read costs once packed
 
 
 def run(name: str, base: Path, copy: Path, adds: int, fsync: bool) -> Run:
@@ -109,11 +116,15 @@ def run(name: str, base: Path, copy: Path, adds: int, fsync: bool) -> Run:
         old_seconds.append(time.monotonic() - began)
 
     rnd = random.Random(11)
+    added: list[tuple[str, str, bytes]] = []
     for i in range(adds):
         p, data = memory(10**6 + i, rnd)
         busy = (old_thread is not None and old_thread.is_alive()) or writer.packer.running
         began = time.perf_counter()
-        writer.submit(lambda _tip, p=p, data=data: CommitPlan({p: data}, f"memory add: {p}", AUTHOR))
+        version, _, _ = writer.submit(
+            lambda _tip, p=p, data=data: CommitPlan({p: data}, f"memory add: {p}", AUTHOR)
+        )
+        added.append((version, p, data))
         (result.during if busy else result.idle).append(time.perf_counter() - began)
         if old and (i + 1) % OLD_PACK_EVERY == 0 and (old_thread is None or not old_thread.is_alive()):
             old_thread = threading.Thread(target=timed_old)
@@ -136,11 +147,74 @@ def run(name: str, base: Path, copy: Path, adds: int, fsync: bool) -> Run:
     result.packed_seconds = time.monotonic() - began
     stats = pack_stats(path)
     result.packed, result.packs = stats.total_bytes, stats.packs
+    result.reads = reads(path, added)
     if not old:
         done = repack(path, full=True)
         assert done is not None
         result.full, result.full_seconds = done.after.total_bytes, done.seconds
     return result
+
+
+def deltify_side_by_side(base: Path, copy: Path, adds: int) -> list[str]:
+    """dulwich's own delta packing next to C git's, on the loose objects of `adds` adds."""
+    shutil.copytree(base, copy)
+    repo = KBRepo(str(copy))
+    writer = Writer(repo, fsync=False)
+    writer.packer.every_commits = writer.packer.every_bytes = 1 << 62
+    rnd = random.Random(13)
+    for i in range(adds):
+        p, data = memory(2 * 10**6 + i, rnd)
+        writer.submit(lambda _tip, p=p, data=data: CommitPlan({p: data}, f"memory add: {p}", AUTHOR))
+    writer.close()
+    repo.close()
+    lines = []
+    with Repo(str(copy)) as git:
+        store = git.object_store
+        assert isinstance(store, DiskObjectStore)
+        objects = [o for o in (store._get_loose_object(sha) for sha in store._iter_loose_objects()) if o]
+        for deltify in (False, True):
+            out = io.BytesIO()
+            began = time.monotonic()
+            write_pack_objects(out.write, [(o, None) for o in objects], store.object_format, deltify=deltify)
+            took = time.monotonic() - began
+            size = f"{len(out.getvalue()) / 1000:.0f} kB"
+            lines.append(f"dulwich write_pack_objects(deltify={deltify}): {size} in {took:.1f} s")
+    seed_pack = pack_stats(str(copy)).pack_bytes
+    done = repack(str(copy))
+    assert done is not None
+    size = f"{(done.after.pack_bytes - seed_pack) / 1000:.0f} kB"
+    lines.append(f"git repack --geometric=2 -d: {size} in {done.seconds:.1f} s")
+    shutil.rmtree(copy)
+    return [f"packing the {len(objects)} loose objects of {adds} adds: {line}" for line in lines]
+
+
+def reads(path: str, added: list[tuple[str, str, bytes]]) -> str:
+    """What reading costs once packed, each on a freshly opened repository (cold caches)."""
+    sample = random.Random(1).sample(added, min(100, len(added)))
+    repo = KBRepo(path)
+    began = time.perf_counter()
+    for version, p, data in sample:
+        assert repo.view(version).read(p) == data
+    read_ms = (time.perf_counter() - began) / len(sample) * 1000
+    repo.close()
+    repo = KBRepo(path)
+    began = time.perf_counter()
+    for version, _, _ in sample[:50]:
+        repo.changes(repo.commit_info(version).parent, version)
+    diff_ms = (time.perf_counter() - began) / len(sample[:50]) * 1000
+    repo.close()
+    repo = KBRepo(path)
+    head = repo.head()
+    assert head is not None
+    began = time.perf_counter()
+    history = list(repo.path_history(head, added[0][1]))
+    history_s = time.perf_counter() - began
+    repo.close()
+    assert len(history) == 1
+    return (
+        f"read of a file at an old version {read_ms:.1f} ms, diff of a version {diff_ms:.1f} ms, "
+        f"history of one path over {len(added) + 1} versions {history_s:.1f} s"
+    )
 
 
 def pct(samples: list[float], q: float) -> str:
@@ -206,6 +280,9 @@ def main() -> None:
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--adds", type=int, default=1000)
     parser.add_argument("--fsync", action="store_true", help="fsync each add (the server's default)")
+    parser.add_argument(
+        "--deltify", type=int, default=200, help="adds whose loose objects dulwich deltifies (0: skip; slow)"
+    )
     args = parser.parse_args()
     print(f"load before: {load()} (1/5/15 min, 2 shared cores)")
     runs = []
@@ -220,6 +297,7 @@ def main() -> None:
             runs.append(run(name, base, copy, args.adds, args.fsync))
             shutil.rmtree(copy)
             print(f"  done: {name} (load {load()})", flush=True)
+        deltify = deltify_side_by_side(base, Path(tmp) / "deltify.git", args.deltify) if args.deltify else []
     print()
     print(f"{args.memories} memories, {args.adds} adds, fsync {'on' if args.fsync else 'off'}")
     print("| " + " | ".join(COLUMNS) + " |")
@@ -227,6 +305,10 @@ def main() -> None:
     for r in runs:
         for cells in rows(r):
             print("| " + " | ".join(cells) + " |")
+    for r in runs:
+        print(f"reads once packed, {r.name}: {r.reads} (fresh repository each)")
+    for line in deltify:
+        print(line)
     print(f"load after: {load()}")
 
 
