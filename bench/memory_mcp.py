@@ -12,7 +12,9 @@ the GIL); the follower embeds every memory before measuring
 calls (the embedding is made after the commit, never on this path) and `memory_search` calls in
 hybrid and keyword mode with the recall set's questions (hybrid twice: questions new to the server,
 whose embedding is made on the call's path, then questions asked before, whose embedding the query
-cache holds). Prints p50/p95 per tool.
+cache holds). Prints p50/p95 per tool. `--caught-up` waits for the follower to cover the adds
+before the searches (a row says how long that took), so they are measured without its work on
+the adds beside them.
 
 `--variant` (repeatable) runs every size and follower once per variant, each with its settings
 (e.g. `--variant before:follower_nice=0,follower_batch_ms=0 --variant after:`), alternating on the
@@ -80,7 +82,7 @@ def _setup(data: Path, size: int) -> str:
         services.close()
 
 
-async def _measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
+async def _measure(url: str, token: str, calls: int, caught_up: bool = False) -> dict[str, list[float]]:
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
@@ -108,8 +110,21 @@ async def _measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
                 await timed("warm-up", "memory_search", {"search": q})
             for _ in range(calls):
                 await timed("noop (baseline)", "noop", {})
+            task = head
             for i in range(calls):
-                await timed("memory_add", "memory_add", {"content": f"Benchmark fact number {i} about tea."})
+                args = {"content": f"Benchmark fact number {i} about tea."}
+                start = time.perf_counter()
+                added = await client.call_tool("memory_add", args)
+                samples.setdefault("memory_add", []).append(time.perf_counter() - start)
+                assert not added.is_error, added.content
+                task = (added.structured_content or {}).get("taskId", task)
+            if caught_up:  # the searches below then run without the follower's work on the adds
+                start = time.perf_counter()
+                while time.monotonic() < deadline:
+                    waited = await client.call_tool("memory_task_wait", {"taskId": task, "timeout": 60})
+                    if (waited.structured_content or {}).get("status") == "done":
+                        break
+                samples["follower caught up after the adds (one wait)"] = [time.perf_counter() - start] * 2
             for i in range(calls):  # each question new to the server: its embedding is made
                 q = questions[i % (len(questions) - 5)]
                 await timed("memory_search hybrid", "memory_search", {"search": q})
@@ -157,6 +172,11 @@ def main() -> None:
     parser.add_argument(
         "--variant", action="append", default=[], help="NAME:SETTING=VALUE,... (repeatable): to compare"
     )
+    parser.add_argument(
+        "--caught-up",
+        action="store_true",
+        help="wait until the follower covers the adds before measuring searches (and report that wait)",
+    )
     args = parser.parse_args()
     variants = [_variant(v) for v in args.variant] or [("default", {})]
     results: dict[tuple[int, str, str], dict[str, list[float]]] = {}
@@ -171,7 +191,8 @@ def main() -> None:
                     shutil.copytree(base, data)
                     with live_server(data, follower, settings) as url:
                         t0 = time.perf_counter()
-                        results[size, follower, name] = asyncio.run(_measure(url, token, args.calls))
+                        measured = _measure(url, token, args.calls, args.caught_up)
+                        results[size, follower, name] = asyncio.run(measured)
                         took = time.perf_counter() - t0
                     load = os.getloadavg()[0]
                     print(
