@@ -47,6 +47,30 @@ def test_kinds_share_one_budget_by_weight() -> None:
     assert closed == ["h"] and pool.weight() == 3
 
 
+def test_the_values_of_the_kb_in_use_stay_open_together_over_the_budget() -> None:
+    pool = LeasePool(64)
+    closed: list[tuple[str, str]] = []
+    kinds = [
+        pool.kind(
+            kind,
+            lambda k: Thing(k, 30),
+            lambda t, kind=kind: closed.append((kind, t.key)),
+            lambda t: t.weight,
+        )
+        for kind in ("repo", "index", "vectors")
+    ]
+    for _ in range(3):  # one KB whose three values weigh 90 > 64, used call after call
+        for kind in kinds:
+            with kind.lease("big"):
+                pass
+    assert closed == []  # none was closed to open another of the same KB (no reopening per call)
+    with kinds[0].lease("small"):  # another KB: the big one's least recently used go first
+        pass
+    assert closed == [("repo", "big"), ("index", "big")] and pool.weight() == 60
+    pool.trim()  # nothing in use: back under the budget by the same order
+    assert pool.weight() <= 64 and ("repo", "small") not in closed
+
+
 def test_a_leased_value_is_closed_by_its_last_user() -> None:
     _, things, closed = make(1)
     with things.lease("a") as a:
