@@ -51,6 +51,11 @@ class LeasePool:
         with self._lock:
             return sum(e.kind.weigh(e.value) for e in self._items.values())
 
+    def held(self) -> list[tuple[str, str]]:
+        """(kind, name) of every open value, least recently used first."""
+        with self._lock:
+            return list(self._items)
+
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)

@@ -33,7 +33,10 @@ def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
                 content = files.read(services, ADMIN, slug, "notes/0.md").content
                 assert content == f"{slug} crane 0\n" + "heron\n" * rounds
         assert len(services.pool) < 2 * len(slugs)  # repositories and indexes were closed on the way
-        assert services.pool.weight() <= 1024 * 1024 or len(services.pool) == 1
+        # Over the budget only with the values of the KB used last, kept open together (pool.py).
+        assert services.pool.weight() <= 1024 * 1024 or {name for _, name in services.pool.held()} == {
+            slugs[-1]
+        }
     finally:
         services.close()
     for slug in slugs:
