@@ -36,6 +36,8 @@ import shutil
 import sqlite3
 import tempfile
 import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,58 +84,77 @@ def _setup(data: Path, size: int) -> str:
         services.close()
 
 
-async def _measure(url: str, token: str, calls: int, caught_up: bool = False) -> dict[str, list[float]]:
+async def wait_done(client: Any, task: str, deadline: float) -> None:
+    """Until the follower covers version `task` (memory_task_wait answers done) or `deadline`."""
+    while time.monotonic() < deadline:
+        waited = await client.call_tool("memory_task_wait", {"taskId": task, "timeout": 60})
+        if (waited.structured_content or {}).get("status") == "done":
+            return
+
+
+@asynccontextmanager
+async def bench_client(url: str, token: str) -> AsyncIterator[tuple[Any, str]]:
+    """An SDK client of the agent of `token` over Streamable HTTP, once the follower covers KB
+    `bench` (it embeds every memory first), and the version it covers."""
     import httpx2
     from mcp import Client
     from mcp.client.streamable_http import streamable_http_client
 
-    headers = {"Authorization": f"Bearer {token}"}
     admin = {"Authorization": f"Bearer {TOKEN}"}
     head = httpx2.get(f"{url}/api/v1/kbs/bench", headers=admin, timeout=30).json()["head"]
-    samples: dict[str, list[float]] = {}
+    headers = {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=120)) as hc:
         async with Client(streamable_http_client(f"{url}/mcp", http_client=hc)) as client:
-            deadline = time.monotonic() + 1800
-            while time.monotonic() < deadline:  # the follower embeds every memory first
-                waited = await client.call_tool("memory_task_wait", {"taskId": head, "timeout": 60})
-                if (waited.structured_content or {}).get("status") == "done":
-                    break
-            questions = [q for q, _ in QUESTIONS]
+            await wait_done(client, head, time.monotonic() + 1800)
+            yield client, head
 
-            async def timed(name: str, tool: str, args: dict[str, Any]) -> None:
-                start = time.perf_counter()
-                result = await client.call_tool(tool, args)
-                samples.setdefault(name, []).append(time.perf_counter() - start)
-                assert not result.is_error, result.content
 
-            for q in questions[-5:]:  # warm up (connections, the catalogue) with questions not measured
-                await timed("warm-up", "memory_search", {"search": q})
-            for _ in range(calls):
-                await timed("noop (baseline)", "noop", {})
-            task = head
-            for i in range(calls):
-                args = {"content": f"Benchmark fact number {i} about tea."}
-                start = time.perf_counter()
-                added = await client.call_tool("memory_add", args)
-                samples.setdefault("memory_add", []).append(time.perf_counter() - start)
-                assert not added.is_error, added.content
-                task = (added.structured_content or {}).get("taskId", task)
-            if caught_up:  # the searches below then run without the follower's work on the adds
-                start = time.perf_counter()
-                while time.monotonic() < deadline:
-                    waited = await client.call_tool("memory_task_wait", {"taskId": task, "timeout": 60})
-                    if (waited.structured_content or {}).get("status") == "done":
-                        break
-                samples["follower caught up after the adds (one wait)"] = [time.perf_counter() - start] * 2
-            for i in range(calls):  # each question new to the server: its embedding is made
-                q = questions[i % (len(questions) - 5)]
-                await timed("memory_search hybrid", "memory_search", {"search": q})
-            for i in range(calls):  # questions asked before: their embeddings are cached
-                q = questions[i % min(calls, 20)]
-                await timed("memory_search hybrid, asked before", "memory_search", {"search": q})
-            for i in range(calls):
-                q = questions[i % len(questions)]
-                await timed("memory_search keyword", "memory_search", {"search": q, "mode": "keyword"})
+def timer(
+    client: Any, samples: dict[str, list[float]]
+) -> Callable[[str, str, dict[str, Any]], Awaitable[None]]:
+    """`timed(row, tool, args)`: call the tool, add its latency to `samples[row]`, fail on a tool error."""
+
+    async def timed(name: str, tool: str, args: dict[str, Any]) -> None:
+        start = time.perf_counter()
+        result = await client.call_tool(tool, args)
+        samples.setdefault(name, []).append(time.perf_counter() - start)
+        assert not result.is_error, result.content
+
+    return timed
+
+
+async def _measure(url: str, token: str, calls: int, caught_up: bool = False) -> dict[str, list[float]]:
+    samples: dict[str, list[float]] = {}
+    async with bench_client(url, token) as (client, head):
+        deadline = time.monotonic() + 1800
+        questions = [q for q, _ in QUESTIONS]
+        timed = timer(client, samples)
+
+        for q in questions[-5:]:  # warm up (connections, the catalogue) with questions not measured
+            await timed("warm-up", "memory_search", {"search": q})
+        for _ in range(calls):
+            await timed("noop (baseline)", "noop", {})
+        task = head
+        for i in range(calls):
+            args = {"content": f"Benchmark fact number {i} about tea."}
+            start = time.perf_counter()
+            added = await client.call_tool("memory_add", args)
+            samples.setdefault("memory_add", []).append(time.perf_counter() - start)
+            assert not added.is_error, added.content
+            task = (added.structured_content or {}).get("taskId", task)
+        if caught_up:  # the searches below then run without the follower's work on the adds
+            start = time.perf_counter()
+            await wait_done(client, task, deadline)
+            samples["follower caught up after the adds (one wait)"] = [time.perf_counter() - start] * 2
+        for i in range(calls):  # each question new to the server: its embedding is made
+            q = questions[i % (len(questions) - 5)]
+            await timed("memory_search hybrid", "memory_search", {"search": q})
+        for i in range(calls):  # questions asked before: their embeddings are cached
+            q = questions[i % min(calls, 20)]
+            await timed("memory_search hybrid, asked before", "memory_search", {"search": q})
+        for i in range(calls):
+            q = questions[i % len(questions)]
+            await timed("memory_search keyword", "memory_search", {"search": q, "mode": "keyword"})
     samples.pop("warm-up")
     return samples
 

@@ -25,10 +25,9 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from bench.mcp import live_server, percentiles, table
-from bench.memory_mcp import _corpus, _keep_vectors, _seed_vectors
+from bench.memory_mcp import _corpus, _keep_vectors, _seed_vectors, bench_client, timer
 from bench.recall_set import QUESTIONS
 
 
@@ -64,46 +63,25 @@ def _setup(data: Path, size: int) -> str:
 
 
 async def _measure(url: str, token: str, calls: int) -> dict[str, list[float]]:
-    import httpx2
-    from mcp import Client
-    from mcp.client.streamable_http import streamable_http_client
-
-    from bench.mcp import TOKEN
-
-    headers = {"Authorization": f"Bearer {token}"}
-    admin = {"Authorization": f"Bearer {TOKEN}"}
-    head = httpx2.get(f"{url}/api/v1/kbs/bench", headers=admin, timeout=30).json()["head"]
     samples: dict[str, list[float]] = {}
-    async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60, read=120)) as hc:
-        async with Client(streamable_http_client(f"{url}/mcp", http_client=hc)) as client:
-            deadline = time.monotonic() + 1800
-            while time.monotonic() < deadline:  # the follower embeds every memory first
-                waited = await client.call_tool("memory_task_wait", {"taskId": head, "timeout": 60})
-                if (waited.structured_content or {}).get("status") == "done":
-                    break
-            questions = [q for q, _ in QUESTIONS]
-
-            async def timed(name: str, tool: str, args: dict[str, Any]) -> None:
-                start = time.perf_counter()
-                result = await client.call_tool(tool, args)
-                samples.setdefault(name, []).append(time.perf_counter() - start)
-                assert not result.is_error, result.content
-
-            for q in questions[-5:]:  # warm up (connections, the catalogue) with questions not measured
-                await timed("warm-up", "search_memories_by_semantics", {"query": q})
-            for _ in range(calls):
-                await timed("noop (baseline)", "noop", {})
-            for i in range(calls):
-                q = questions[i % (len(questions) - 5)]
-                await timed("search_memories_by_semantics", "search_memories_by_semantics", {"query": q})
-            for i in range(calls):
-                q = questions[(i + calls) % (len(questions) - 5)]
-                await timed("recall_related", "recall_related", {"query": q})
-            for _ in range(calls):
-                await timed("list_due_memories", "list_due_memories", {})
-            for i in range(calls):
-                content = f"Benchmark fact number {i}: the {i}th build of the tea-tracker shipped."
-                await timed("store_memory", "store_memory", {"content": content})
+    async with bench_client(url, token) as (client, _head):
+        questions = [q for q, _ in QUESTIONS]
+        timed = timer(client, samples)
+        for q in questions[-5:]:  # warm up (connections, the catalogue) with questions not measured
+            await timed("warm-up", "search_memories_by_semantics", {"query": q})
+        for _ in range(calls):
+            await timed("noop (baseline)", "noop", {})
+        for i in range(calls):
+            q = questions[i % (len(questions) - 5)]
+            await timed("search_memories_by_semantics", "search_memories_by_semantics", {"query": q})
+        for i in range(calls):
+            q = questions[(i + calls) % (len(questions) - 5)]
+            await timed("recall_related", "recall_related", {"query": q})
+        for _ in range(calls):
+            await timed("list_due_memories", "list_due_memories", {})
+        for i in range(calls):
+            content = f"Benchmark fact number {i}: the {i}th build of the tea-tracker shipped."
+            await timed("store_memory", "store_memory", {"content": content})
     samples.pop("warm-up")
     return samples
 

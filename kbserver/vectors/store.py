@@ -255,15 +255,7 @@ class VectorStore:
     def _follow(self, rows: Rows, changes: list[tuple[str, str | None]]) -> Rows:
         """`rows` after the logged `changes`, the new contents' vectors read from the folder."""
         known = rows.by_digest
-        wanted = sorted({d for _p, d in changes if d is not None and d not in known})
-        found: dict[str, npt.NDArray[np.float32]] = {}
-        dim = self.embedder.dim
-        for chunk in _chunks(wanted, 500):
-            for digest, vector in self._db.execute(
-                f"SELECT sha256, vector FROM blob WHERE sha256 IN ({','.join('?' * len(chunk))})", chunk
-            ):
-                if len(vector) == 4 * dim:
-                    found[str(digest)] = np.frombuffer(vector, dtype="<f4")
+        found = self._stored(sorted({d for _p, d in changes if d is not None and d not in known}))
 
         def vector_of(digest: str) -> npt.NDArray[np.float32] | None:
             row = known.get(digest)
