@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -133,12 +133,6 @@ class SearchSink:
             ),
         )
         return SearchResult([], 0, None) if found is None else found
-
-    def coverage(self, slug: str, q: str, paths: Collection[str]) -> dict[str, float]:
-        """The idf-weighted share of `q`'s words each indexed file of `paths` holds (index.coverage).
-        Raises Unavailable while the index is damaged."""
-        found = self._read(slug, lambda ix: ix.coverage(q, paths))
-        return {} if found is None else found
 
     def _read(self, slug: str, read: Callable[[SearchIndex], T]) -> T | None:
         """`read(index)` of `slug`'s index; None while it is not built yet (or was removed: the follower

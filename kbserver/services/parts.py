@@ -184,10 +184,6 @@ class TextSearch(Protocol):
         the index is damaged (the follower rebuilds it)."""
         ...
 
-    def coverage(self, slug: str, q: str, paths: Collection[str]) -> dict[str, float]:
-        """The share of `q`'s words (weighted by rarity) each indexed file of `paths` holds, in [0, 1]."""
-        ...
-
     def paths(self, slug: str) -> dict[str, str]:
         """Every indexed path with the sha256 of its text (for checks)."""
         ...

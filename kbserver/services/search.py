@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kbserver.core.errors import Forbidden, InvalidRequest
@@ -84,9 +84,9 @@ class Candidate:
 def candidates(
     services: Services, caller: Caller, slug: str, q: str, limit: int, prefix: str | None = None
 ) -> list[Candidate]:
-    """The best `limit` hits for `q` (as `query` ranks them) with each one's `word_coverage`, from
-    one read of the index: the keyword side of a hybrid search. Raises NotFound, InvalidRequest,
-    Unavailable."""
+    """The best `limit` hits for `q` (as `query` ranks them) with each one's word coverage (the
+    idf-weighted share of `q`'s words it holds, absolute unlike a BM25 score), from one read of the
+    index: the keyword side of a hybrid search. Raises NotFound, InvalidRequest, Unavailable."""
     require_read(services, caller, slug)
     if not isinstance(q, str) or not q.strip():
         raise InvalidRequest("q must be a non-empty search text", q=q)
@@ -96,16 +96,6 @@ def candidates(
         slug, q, limit=limit, prefix=check_prefix(prefix) or None, snippets=False, coverage=True
     )
     return [Candidate(h.path, round(h.score, 4), h.coverage or 0.0) for h in result.hits]
-
-
-def word_coverage(
-    services: Services, caller: Caller, slug: str, q: str, paths: Collection[str]
-) -> dict[str, float]:
-    """For each indexed file of `paths`, the share of the words of `q` it holds, each weighted by
-    its rarity: the keyword side of a hybrid fusion (absolute, unlike a BM25 score). Files not
-    indexed yet are left out. Raises NotFound, Unavailable."""
-    require_read(services, caller, slug)
-    return services.search_index.coverage(slug, q, paths)
 
 
 def reindex(
