@@ -18,6 +18,7 @@ import os
 import stat
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TypeVar
 
 from dulwich.file import GitFile
 
@@ -249,6 +250,19 @@ def _edit(
 
 
 _FOLDER_RETRIES = 5
+_T = TypeVar("_T")
+
+
+def retry_emptied_folder(write: Callable[[], _T]) -> _T:
+    """`write()` (which makes its `objects/xx` folder and writes into it), again when a repack's
+    prune-packed removed the emptied folder between the mkdir and the open (C git retries the same way)."""
+    for attempt in range(_FOLDER_RETRIES):
+        try:
+            return write()
+        except FileNotFoundError:
+            if attempt == _FOLDER_RETRIES - 1:
+                raise
+    raise AssertionError("unreachable")
 
 
 def write_loose(objects: str, table: TreeTable, level: int) -> str:
@@ -265,15 +279,11 @@ def write_loose(objects: str, table: TreeTable, level: int) -> str:
     raw = table.raw()
     packer = zlib.compressobj(level)
     data = packer.compress(_header(raw)) + packer.compress(raw) + packer.flush()
-    for attempt in range(_FOLDER_RETRIES):
+
+    def write() -> str:
         os.makedirs(folder, exist_ok=True)
-        try:
-            with GitFile(path, "wb", mask=_OBJECT_MODE, fsync=False) as f:
-                f.write(data)
-            return path
-        except FileNotFoundError:
-            # A repack's prune-packed removed the emptied folder between makedirs and the open
-            # (C git retries the same way); make it again.
-            if attempt == _FOLDER_RETRIES - 1:
-                raise
-    return path
+        with GitFile(path, "wb", mask=_OBJECT_MODE, fsync=False) as f:
+            f.write(data)
+        return path
+
+    return retry_emptied_folder(write)

@@ -28,7 +28,7 @@ from kbserver.core.paths import parent_dirs
 from kbserver.store.durable import sync_files
 from kbserver.store.packing import Packer
 from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
-from kbserver.store.trees import edit_tree, write_loose
+from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
 
 __all__ = ["CommitPlan", "Job", "Writer", "kb_lock", "recover_locks"]
 
@@ -38,7 +38,6 @@ _GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, v
 log = logging.getLogger(__name__)
 
 _LOCK_WAIT_SECONDS = 60.0
-_FOLDER_RETRIES = 5
 
 
 @dataclass(frozen=True)
@@ -321,16 +320,9 @@ class Writer:
 
 
 def _add_loose(store: object, obj: ShaFile) -> None:
-    """dulwich's add_object, again when a repack's prune-packed removed the emptied `objects/xx`
-    folder between dulwich's mkdir and its open (C git retries the same way)."""
+    """dulwich's add_object, again when a repack emptied and removed its `objects/xx` folder meanwhile."""
     assert isinstance(store, DiskObjectStore)
-    for attempt in range(_FOLDER_RETRIES):
-        try:
-            store.add_object(obj)
-            return
-        except FileNotFoundError:
-            if attempt == _FOLDER_RETRIES - 1:
-                raise
+    retry_emptied_folder(lambda: store.add_object(obj))
 
 
 def _message(plan: CommitPlan) -> str:
