@@ -277,7 +277,6 @@ class Packer:
         self._proc: subprocess.Popen[bytes] | None = None
         self._closed = False
         self.last: RepackResult | None = None
-        self.seconds: list[float] = []  # how long each repack took (the last 100)
         self.failures = 0
 
     @property
@@ -325,7 +324,6 @@ class Packer:
             result = repack(self._path, full=not deltified(self._path), started=self._started)
             if result is not None:
                 self.last = result
-                self.seconds = [*self.seconds[-99:], result.seconds]
         except Exception as exc:
             with self._mutex:
                 closed = self._closed
