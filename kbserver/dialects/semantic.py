@@ -284,15 +284,10 @@ def _last_seen(memory: Memory, row: MemoryAccessRow | None) -> datetime.datetime
 
 
 def _candidates(call: DialectCall, slug: str, user: str, include_superseded: bool) -> list[Memory]:
-    """`_records` of `user` (not superseded unless `include_superseded`), in one pass over the KB's."""
-    agent = _agent(call)
     return [
         m
-        for m in catalog(call, slug).values()
-        if m.user_id == user
-        and m.memory_type is not None
-        and (include_superseded or m.superseded_by is None)
-        and visible(m, agent)
+        for m in _records(call, slug)
+        if m.user_id == user and (include_superseded or m.superseded_by is None)
     ]
 
 

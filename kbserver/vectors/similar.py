@@ -151,7 +151,7 @@ def similarities(
                     continue
                 missing += 1
             wanted[digest] = others[i].strip()
-        vectors = {**{d: known.loose[d] for d in digests.values() if d in known.loose}}
+        vectors = {d: known.loose[d] for d in digests.values() if d in known.loose}
         vectors.update(_passages(embedder, cache, wanted, known.loose))
         present = [i for i in rest if digests[i] in vectors]
         if present:
