@@ -46,7 +46,7 @@ def query(
 
     Raises NotFound, InvalidRequest, Unavailable.
 
-    `total` is the exact number of matches (the index steps every match anyway). `unavailable`
+    `total` is the exact number of matches (index/arrays.py counts them all). `unavailable`
     means the index was found damaged; the follower rebuilds it from git.
     """
     require_read(services, caller, slug)
