@@ -70,6 +70,10 @@ class Repository(Protocol):
         """`version` checked to be on main, or the head when None. Raises InvalidRequest, NotFound."""
         ...
 
+    def expand(self, prefix: str) -> str:
+        """The version on main starting with `prefix` (7+ hex). Raises InvalidRequest, NotFound."""
+        ...
+
     def view(self, version: str | None) -> Files:
         """The files at `version` (a resolved id), or none when None."""
         ...

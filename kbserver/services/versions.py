@@ -15,7 +15,7 @@ from kbserver.services.models import DiffEntry, VersionDetail, VersionPage
 from kbserver.services.parts import Files, Repository
 from kbserver.store import Change
 
-__all__ = ["MAX_LIMIT", "get", "info", "listing", "revert"]
+__all__ = ["MAX_LIMIT", "expand", "get", "info", "listing", "revert"]
 
 MAX_LIMIT = 200
 
@@ -81,6 +81,15 @@ def _cursor(repo: Repository, cursor: str) -> str | None:
         raise NotFound(
             f"cursor {cursor} is not a version of this KB; start again without a cursor", cursor=cursor
         ) from None
+
+
+def expand(services: Services, caller: Caller, slug: str, version: str) -> str:
+    """The full id of the version on main that `version` (7 to 40 hex digits, any case) starts.
+
+    For people, who copy the short ids pages show. Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    return services.repos.repo(slug).expand(version.strip().lower())
 
 
 def get(services: Services, caller: Caller, slug: str, version: str) -> VersionDetail:

@@ -29,6 +29,7 @@ __all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView", "read_raw"]
 MAIN = Ref(b"refs/heads/main")
 _DIGESTS = 20_000
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_PREFIX = re.compile(r"^[0-9a-f]{7,40}$")
 _TRAILER = re.compile(r"^(Kb-[A-Za-z]+): (.*)$")
 
 
@@ -310,6 +311,30 @@ class KBRepo:
                 version=version,
             )
         return version
+
+    def expand(self, prefix: str) -> str:
+        """The version on main whose id starts with `prefix` (7 to 40 lowercase hex digits).
+
+        Raises InvalidRequest for a malformed or ambiguous prefix, NotFound when no version matches.
+        """
+        if not isinstance(prefix, str) or not _PREFIX.match(prefix):
+            raise InvalidRequest("a version is 7 to 40 hex digits of its id", version=prefix)
+        if len(prefix) == 40:
+            return self.resolve(prefix)
+        found = [
+            sha.decode()
+            for sha in self.git.object_store.iter_prefix(prefix.encode())
+            if isinstance(self.get(sha), Commit) and self.on_main(sha.decode())
+        ]
+        if len(found) > 1:
+            raise InvalidRequest(
+                f"{prefix} starts {len(found)} versions; give more of its digits", version=prefix
+            )
+        if not found:
+            raise NotFound(
+                f"no version of this KB starts with {prefix}; list the versions to see them", version=prefix
+            )
+        return found[0]
 
     def on_main(self, version: str) -> bool:
         """Whether `version` (a commit id) is main's head or one of its first parents.

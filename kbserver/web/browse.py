@@ -9,7 +9,7 @@ from starlette.responses import Response
 
 from kbserver.services import files, kbs, review, search, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import call, render, services_of
+from kbserver.web.page import call, expand, render, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["file_page", "files_page", "kb_list", "search_page"]
@@ -61,6 +61,8 @@ async def file_page(request: Request) -> Response:
     slug, services = _slug(request), services_of(request)
     path = str(request.path_params["path"])
     version = request.query_params.get("version") or None
+    if version:
+        version = await expand(request, slug, version)
     found = await call(files.read, services, ADMIN, slug, path, version)
     head = (await call(kbs.describe, services, ADMIN, slug)).head
     history = await call(versions.listing, services, ADMIN, slug, path, 20)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -10,7 +10,7 @@ from starlette.responses import Response
 from kbserver.core.errors import InvalidRequest
 from kbserver.services import kbs, review, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import KINDS, admin_form, call, render, see_other, services_of
+from kbserver.web.page import KINDS, admin_form, call, expand, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["compare_form", "revert", "version_page", "versions_page"]
@@ -57,8 +57,14 @@ async def version_page(request: Request) -> Response:
     version = str(request.path_params["version"])
     if "..." in version:
         a, _, b = version.partition("...")
+        full_a, full_b = await expand(request, slug, a), await expand(request, slug, b)
+        if (full_a, full_b) != (a, b):  # a short id: the page's address names the full ones
+            return see_other(f"/admin/kbs/{slug}/versions/{full_a}...{full_b}")
         compared = await call(review.compare, services, ADMIN, slug, a, b)
         return render(request, "compare.html", slug=slug, compared=compared)
+    full = await expand(request, slug, version)
+    if full != version:
+        return see_other(f"/admin/kbs/{slug}/versions/{full}")
     found = await call(versions.get, services, ADMIN, slug, version)
     head = (await call(kbs.describe, services, ADMIN, slug)).head
     return render(request, "version.html", slug=slug, v=found, head=head, error=None)
@@ -67,14 +73,16 @@ async def version_page(request: Request) -> Response:
 async def compare_form(request: Request) -> Response:
     """The compare form's answer: the page of `a...b` (which checks both versions)."""
     require_admin(request)
-    q = request.query_params
-    a, b = q.get("a", "").strip(), q.get("b", "").strip()
-    return see_other(f"/admin/kbs/{_slug(request)}/versions/{quote(a, safe='')}...{quote(b, safe='')}")
+    q, slug = request.query_params, _slug(request)
+    if not q.get("a", "").strip() or not q.get("b", "").strip():
+        raise InvalidRequest("pick two versions to compare: one to compare from and one to compare to")
+    a, b = await expand(request, slug, q["a"]), await expand(request, slug, q["b"])
+    return see_other(f"/admin/kbs/{slug}/versions/{a}...{b}")
 
 
 async def revert(request: Request) -> Response:
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
-    version = str(request.path_params["version"])
+    version = await expand(request, slug, str(request.path_params["version"]))
     result = await call(versions.revert, services, ADMIN, slug, version, form.get("message") or None)
     return see_other(f"/admin/kbs/{slug}/versions/{result.version}")

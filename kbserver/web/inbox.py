@@ -8,7 +8,7 @@ from starlette.responses import Response
 from kbserver.core.errors import Stale
 from kbserver.services import kbs, review, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, call, render, see_other, services_of
+from kbserver.web.page import admin_form, call, expand, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["SHOWN", "mark_reviewed", "review_page", "undo"]
@@ -46,7 +46,7 @@ async def review_page(request: Request) -> Response:
 async def undo(request: Request) -> Response:
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
-    version = str(request.path_params["version"])
+    version = await expand(request, slug, str(request.path_params["version"]))
     try:
         result = await call(review.undo, services, ADMIN, slug, version, form.get("message") or None)
     except Stale as err:
@@ -58,5 +58,6 @@ async def undo(request: Request) -> Response:
 async def mark_reviewed(request: Request) -> Response:
     form = await admin_form(request)
     slug = _slug(request)
-    await call(review.mark, services_of(request), ADMIN, slug, form.get("version", ""))
+    version = await expand(request, slug, form.get("version", ""))
+    await call(review.mark, services_of(request), ADMIN, slug, version)
     return see_other(f"/admin/kbs/{slug}/review")

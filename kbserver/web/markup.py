@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from markdown_it import MarkdownIt
 from markdown_it.renderer import RendererHTML
@@ -39,8 +39,11 @@ def _link_open(
         token.attrSet("rel", "nofollow noopener noreferrer")
     elif href and not href.startswith(("/", "#", "?")) and env.get("files_url"):
         # A relative link inside a KB file points at another KB file: show that file's page.
+        # markdown-it percent-encodes the href already (团 is %E5%9B%A2): decode it once, so that
+        # the file page's address encodes the path once, as every list does.
         target, _, fragment = href.partition("#")
-        path = posixpath.normpath(posixpath.join(env.get("folder", ""), target.split("?", 1)[0]))
+        relative = unquote(target.split("?", 1)[0])
+        path = posixpath.normpath(posixpath.join(env.get("folder", ""), relative))
         if not path.startswith("..") and path != ".":
             token.attrSet("href", env["files_url"] + quote(path) + (f"#{fragment}" if fragment else ""))
     return self.renderToken(tokens, idx, options, env)

@@ -13,7 +13,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from kbserver.core.errors import InvalidRequest, TooLarge
-from kbserver.services import Services
+from kbserver.services import Services, versions
+from kbserver.services.auth import ADMIN
 from kbserver.services.models import DiffEntry
 from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown
 from kbserver.web.session import check_csrf, csrf_token, require_admin
@@ -24,6 +25,7 @@ __all__ = [
     "MAX_FORM_BYTES",
     "admin_form",
     "call",
+    "expand",
     "file_url",
     "login_form",
     "render",
@@ -105,6 +107,11 @@ def services_of(request: Request) -> Services:
 async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run a (blocking) service function in the thread pool."""
     return await run_in_threadpool(fn, *args, **kwargs)
+
+
+async def expand(request: Request, slug: str, version: str) -> str:
+    """The full id of the version a person named by a unique prefix (7+ hex digits) of it."""
+    return await call(versions.expand, services_of(request), ADMIN, slug, version)
 
 
 async def _form(request: Request) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
+from tests.web.live import admin_tab, api, browser, server, tab  # noqa: F401  (browser fixtures)
 from tests.web.session import log_in
 
 

@@ -160,7 +160,16 @@ def test_unknown_kbs_versions_paths_are_404_pages(
 ) -> None:
     client, csrf = web
     head = _head(services, kb)
+    blob = services.repos.repo(kb).view(head).blob_id("README.md")  # an object, but no version
+    assert blob
     for url, status in (
+        (f"/admin/kbs/notes/versions/{blob[:10]}", 404),
+        (f"/admin/kbs/notes/versions/{blob}", 404),
+        (f"/admin/kbs/notes/versions/{head[:7]}...{blob[:7]}", 404),
+        (f"/admin/kbs/notes/compare?a={head[:7]}&b={blob[:7]}", 404),
+        (f"/admin/kbs/notes/compare?a={head[:7]}&b=", 400),
+        ("/admin/kbs/notes/compare", 400),
+        (f"/admin/kbs/notes/versions/{head[:6]}", 400),
         ("/admin/kbs/nope", 404),
         ("/admin/kbs/nope/versions", 404),
         ("/admin/kbs/nope/review", 404),
@@ -196,6 +205,9 @@ def test_unknown_kbs_versions_paths_are_404_pages(
         ("/admin/agents/nobody/token", {}, 404),
         ("/admin/agents/nobody/delete", {}, 404),
         ("/admin/kbs/notes/review", {"version": "abc"}, 400),
+        ("/admin/kbs/notes/review", {"version": blob[:8]}, 404),
+        (f"/admin/kbs/notes/versions/{blob[:8]}/revert", {}, 404),
+        (f"/admin/kbs/notes/versions/{blob[:8]}/undo", {}, 404),
         ("/admin/kbs/notes/publish", {"path": "../x", "content": "x"}, 400),
         ("/admin/kbs/notes/publish", {"path": "README.md", "content": "x", "expected_sha256": "zz"}, 400),
         ("/admin/kbs/notes/delete", {"path": "missing.md"}, 404),
