@@ -7,6 +7,11 @@ RFC 3339 `remind_at` and an optional RFC 5545 RRULE evaluated with python-dateut
 carry an RFC 9557 time zone (`2026-03-02T09:00:00+01:00[Europe/Paris]`): the rule then repeats at
 the same wall-clock time in that zone across daylight-saving changes; with an offset alone, at the
 same offset.
+
+The work per reminder is bounded: `remind_at` lies in REMIND_AT_YEARS, a rule without COUNT is
+evaluated from the start of its period that holds `now` (never stepped from a remind_at years
+back), a COUNT rule holds at most MAX_COUNT occurrences within COUNT_WITHIN of remind_at, and the
+next occurrence is remembered until it passes (a process-wide cache, the one state kept here).
 """
 
 from __future__ import annotations
@@ -14,7 +19,9 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import threading
 import zoneinfo
+from collections import OrderedDict
 
 from dateutil.rrule import rrule, rrulestr
 
@@ -23,13 +30,17 @@ from kbserver.dialects.memory_records import MEMORY_TYPES, Memory, parse_time
 from kbserver.dialects.typed_records import terms
 
 __all__ = [
+    "COUNT_WITHIN",
     "FREQUENCIES",
+    "MAX_COUNT",
     "MIN_SIMILARITY",
     "RECENCY_HALF_LIFE_DAYS",
     "REINFORCE_KEEP",
     "RELATED_SIMILARITY",
+    "REMIND_AT_YEARS",
     "SUPERSEDE_SIMILARITY",
     "WEIGHTS",
+    "anchored",
     "check_content",
     "check_importance",
     "check_memory_type",
@@ -58,6 +69,14 @@ FREQUENCIES = ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
 """RRULE frequencies accepted: finer ones (HOURLY, MINUTELY, SECONDLY) are not reminders, and a rule
 that never matches would make dateutil count every second until the year 9999."""
 _FIRST_WITHIN = datetime.timedelta(days=5 * 366)
+REMIND_AT_YEARS = (1900, 2199)
+"""The years a remind_at may fall in (a birthday's first year fits; the year 1 or 9999 does not)."""
+MAX_COUNT = 1000
+"""The most occurrences a COUNT rule may have."""
+COUNT_WITHIN = datetime.timedelta(days=10 * 366)
+"""A COUNT rule's occurrences all fall this soon after remind_at (a longer one uses UNTIL): a COUNT
+rule counts from remind_at, so it is stepped from there, and this bounds that."""
+_WEEKDAYS = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
 _USER_ID = re.compile(r"^[^\x00-\x1f\x7f]{1,128}$")
 _ZONE_SUFFIX = re.compile(r"\[(?P<critical>!?)(?P<zone>[^\[\]=]{1,64})\]\Z")  # RFC 9557, a zone only
 
@@ -99,8 +118,8 @@ def parse_remind_at(value: str) -> datetime.datetime:
     with the offset. Raises InvalidRequest."""
     suffix = _ZONE_SUFFIX.search(value)
     if suffix is None:
-        return parse_time(value, "remind_at")
-    instant = parse_time(value[: suffix.start()], "remind_at")
+        return _bounded(parse_time(value, "remind_at"), value)
+    instant = _bounded(parse_time(value[: suffix.start()], "remind_at"), value)
     name = suffix["zone"]
     try:
         zone = zoneinfo.ZoneInfo(name)
@@ -114,6 +133,18 @@ def parse_remind_at(value: str) -> datetime.datetime:
             f"remind_at: the offset does not agree with the time zone {name}", remind_at=value
         )
     return local
+
+
+def _bounded(when: datetime.datetime, value: str) -> datetime.datetime:
+    first, last = REMIND_AT_YEARS
+    if not first <= when.astimezone(datetime.UTC).year <= last:
+        raise InvalidRequest(
+            f"remind_at must fall in the years {first} to {last}",
+            remind_at=value,
+            min_year=first,
+            max_year=last,
+        )
+    return when
 
 
 def _rule(recurrence: str, start: datetime.datetime) -> rrule:
@@ -179,10 +210,109 @@ def check_recurrence(value: object, remind_at: str | None) -> str:
     interval = parts.get("INTERVAL", "1")
     if not interval.isdigit() or not 1 <= int(interval) <= 1000:
         raise InvalidRequest("recurrence: INTERVAL must be a whole number from 1 to 1000", recurrence=value)
+    count = parts.get("COUNT")
+    if count is not None and (not count.isdigit() or not 1 <= int(count) <= MAX_COUNT):
+        raise InvalidRequest(
+            f"recurrence: COUNT must be a whole number from 1 to {MAX_COUNT} (or use UNTIL)",
+            recurrence=value,
+            max_count=MAX_COUNT,
+        )
     start = parse_remind_at(remind_at)
-    if _first(_rule(rule, start), start, int(interval)) is None:
+    parsed = _rule(rule, start)
+    if _first(parsed, start, int(interval)) is None:
         raise InvalidRequest("recurrence never occurs in the five years after remind_at", recurrence=value)
+    if count is not None:
+        # Stepped from remind_at to its COUNT-th match, or to its first match past the bound: the
+        # calendar repeats and the rule matched within five years (above), so that comes soon.
+        within = start + COUNT_WITHIN
+        for when in parsed:
+            if when > within:
+                raise InvalidRequest(
+                    "recurrence: a COUNT rule must end within ten years of remind_at (use UNTIL for "
+                    "a longer one)",
+                    recurrence=value,
+                )
     return rule
+
+
+def anchored(recurrence: str, start: datetime.datetime, now: datetime.datetime) -> rrule:
+    """The rule of `recurrence` from `start`, as it runs from the start of its period that holds
+    `now`: the same occurrences from there on, without stepping through the periods before.
+
+    What dateutil takes from DTSTART is written into the rule first (the time of day; the weekday
+    of a WEEKLY rule, the day of a MONTHLY one, the day and month of a YEARLY one, when the rule
+    names none), then DTSTART moves to the first instant of the latest period at or before `now`
+    that is a whole number of INTERVALs after `start`'s. A COUNT rule counts from `start`: it is
+    returned as it is (COUNT_WITHIN bounds its steps).
+    """
+    parts = _parts(recurrence)
+    parsed = _rule(recurrence, start)
+    if "COUNT" in parts or now <= start:
+        return parsed
+    extra = {"BYHOUR": start.hour, "BYMINUTE": start.minute, "BYSECOND": start.second}
+    freq = parts["FREQ"]
+    if not {"BYWEEKNO", "BYYEARDAY", "BYMONTHDAY", "BYDAY", "BYEASTER"} & parts.keys():
+        if freq == "YEARLY":
+            extra["BYMONTH"] = start.month
+            extra["BYMONTHDAY"] = start.day
+        elif freq == "MONTHLY":
+            extra["BYMONTHDAY"] = start.day
+        elif freq == "WEEKLY":
+            extra["BYDAY"] = start.weekday()
+    filled = ";".join(
+        [recurrence]
+        + [f"{k}={_WEEKDAYS[v] if k == 'BYDAY' else v}" for k, v in extra.items() if k not in parts]
+    )
+    interval = int(parts.get("INTERVAL", "1"))
+    here = now.astimezone(start.tzinfo)
+    day = start.date()
+    if freq == "YEARLY":
+        years = (here.year - start.year) // interval * interval
+        first = datetime.date(start.year + years, 1, 1)
+    elif freq == "MONTHLY":
+        months = ((here.year - start.year) * 12 + here.month - start.month) // interval * interval
+        index = start.year * 12 + start.month - 1 + months
+        first = datetime.date(index // 12, index % 12 + 1, 1)
+    elif freq == "WEEKLY":
+        wkst = _WEEKDAYS.index(parts.get("WKST", "MO"))
+        week = day - datetime.timedelta(days=(day.weekday() - wkst) % 7)
+        weeks = (here.date() - week).days // 7 // interval * interval
+        first = week + datetime.timedelta(weeks=weeks)
+    else:  # DAILY
+        first = day + datetime.timedelta(days=(here.date() - day).days // interval * interval)
+    moved = datetime.datetime.combine(first, datetime.time(), tzinfo=start.tzinfo)
+    if moved <= start:
+        return parsed
+    return _rule(filled, moved)
+
+
+_next: OrderedDict[tuple[str, str], tuple[datetime.datetime, datetime.datetime | None]] = OrderedDict()
+_next_lock = threading.Lock()
+_NEXT_SIZE = 16384
+
+
+def _next_occurrence(remind_at: str, recurrence: str, now: datetime.datetime) -> datetime.datetime | None:
+    """The first occurrence at or after `now`, remembered with the instant it was asked for: until
+    `now` passes it, no occurrence lies between (a later `now` gets the same answer unstepped)."""
+    key = (remind_at, recurrence)
+    with _next_lock:
+        kept = _next.get(key)
+        if kept is not None:
+            _next.move_to_end(key)
+    if kept is not None:
+        asked, found = kept
+        if asked <= now and (found is None or now <= found):
+            return found
+    check_recurrence(recurrence, remind_at)  # a file edited by hand is checked too
+    start = parse_remind_at(remind_at)
+    after = anchored(recurrence, start, now).after(now, inc=True)
+    found = after if isinstance(after, datetime.datetime) else None
+    with _next_lock:
+        _next[key] = (now, found)
+        _next.move_to_end(key)
+        while len(_next) > _NEXT_SIZE:
+            _next.popitem(last=False)
+    return found
 
 
 def next_due(memory: Memory, now: datetime.datetime) -> datetime.datetime | None:
@@ -191,14 +321,11 @@ def next_due(memory: Memory, now: datetime.datetime) -> datetime.datetime | None
     if memory.remind_at is None:
         return None
     try:
-        start = parse_remind_at(memory.remind_at)
         if memory.recurrence is None:
-            return start
-        check_recurrence(memory.recurrence, memory.remind_at)  # a file edited by hand is checked too
-        found = _rule(memory.recurrence, start).after(now, inc=True)
+            return parse_remind_at(memory.remind_at)
+        return _next_occurrence(memory.remind_at, memory.recurrence, now)
     except InvalidRequest:
         return None  # not a reminder any more
-    return found if isinstance(found, datetime.datetime) else None
 
 
 def recency(last: datetime.datetime, now: datetime.datetime) -> float:

@@ -71,7 +71,8 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         remind_at: Annotated[
             str | None,
             Field(
-                description="When to remind you, RFC 3339 with an offset, e.g. 2026-12-01T09:00:00+01:00; "
+                description="When to remind you (years 1900 to 2199), RFC 3339 with an offset, e.g. "
+                "2026-12-01T09:00:00+01:00; "
                 "add an RFC 9557 time zone, e.g. 2026-12-01T09:00:00+01:00[Europe/Paris], so that a "
                 "recurrence keeps the local time across daylight-saving changes."
             ),
@@ -80,7 +81,8 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
             str | None,
             Field(
                 description="Repeat the reminder: an RFC 5545 RRULE from remind_at, e.g. "
-                "FREQ=WEEKLY;BYDAY=MO (DAILY, WEEKLY, MONTHLY or YEARLY)."
+                "FREQ=WEEKLY;BYDAY=MO (DAILY, WEEKLY, MONTHLY or YEARLY; COUNT at most 1000 and "
+                "within ten years, else UNTIL)."
             ),
         ] = None,
         kb: Kb = None,

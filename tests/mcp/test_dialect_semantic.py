@@ -361,6 +361,17 @@ async def test_bad_input_is_refused_and_changes_nothing(services: Services, team
                 },
                 "invalid_request",
             ),
+            (
+                "store_memory",
+                {"content": "x", "remind_at": "0001-01-01T09:00:00Z", "recurrence": "FREQ=DAILY"},
+                "invalid_request",
+            ),
+            ("store_memory", {"content": "x", "remind_at": "9999-01-01T09:00:00Z"}, "invalid_request"),
+            (
+                "store_memory",
+                {"content": "x", "remind_at": "2026-12-01T09:00:00Z", "recurrence": "FREQ=DAILY;COUNT=5000"},
+                "invalid_request",
+            ),
             ("store_memory", {"content": "x", "kb": "elsewhere"}, "not_found"),
             ("update_memory_importance", {"id": "0123456789abcdef", "importance": 0.5}, "not_found"),
             ("update_memory_importance", {"id": "../../README", "importance": 0.5}, "not_found"),
