@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.paths import check_path
-from kbserver.core.words import CJK_FUNCTION_CHARS, COMMON_WORDS, QUESTION_WORDS
+from kbserver.core.words import CJK, CJK_FUNCTION_CHARS, COMMON_WORDS, QUESTION_WORDS, fold, is_cjk, words
 
 __all__ = [
     "COMPILED",
@@ -52,8 +52,6 @@ COMPILED = {"self": "USER.md", "relationship": "USER.md", "topic": "CONTEXT.md",
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _MAX_NAME = 60
 _DEVICES = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
-_CJK = r"\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_TERM = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+")
 
 
 class Record(BaseModel):
@@ -291,15 +289,9 @@ def parse_day(text: str, path: str) -> Day:
 
 # -- matching ---------------------------------------------------------------------------------------
 def terms(query: str) -> list[str]:
-    """Words of a query: latin words and digits lowercased, CJK runs as overlapping bigrams."""
-    out: list[str] = []
-    for m in _TERM.finditer(unicodedata.normalize("NFC", query).casefold()):
-        word = m.group()
-        if re.match(rf"[{_CJK}]", word) and len(word) > 1:
-            out.extend(word[i : i + 2] for i in range(len(word) - 1))
-        else:
-            out.append(word)
-    return list(dict.fromkeys(out))
+    """Words of a query, each once: the search index's tokenizer (core.words: words and digits
+    NFKC-folded and lowercased, CJK runs as overlapping bigrams), without its stemming."""
+    return list(dict.fromkeys(words(query)))
 
 
 def query_words(query: str) -> list[str]:
@@ -311,15 +303,11 @@ def query_words(query: str) -> list[str]:
     for word in every:
         if word in QUESTION_WORDS or word in COMMON_WORDS:
             continue
-        if len(word) == 2 and _is_cjk(word) and not CJK_FUNCTION_CHARS.isdisjoint(word):
+        if len(word) == 2 and is_cjk(word) and not CJK_FUNCTION_CHARS.isdisjoint(word):
             kept.extend(ch for ch in word if ch not in CJK_FUNCTION_CHARS)
         else:
             kept.append(word)
     return list(dict.fromkeys(kept)) or every
-
-
-def _is_cjk(word: str) -> bool:
-    return re.match(rf"[{_CJK}]", word) is not None
 
 
 def _fold(word: str) -> str:
@@ -331,11 +319,11 @@ def _fold(word: str) -> str:
 def _pattern(word: str) -> re.Pattern[str]:
     """Where the query term `word` occurs in folded text: a CJK term anywhere (CJK has no word
     breaks); a latin word as a whole word, with or without a plural s, as `_fold` reads words."""
-    if _is_cjk(word):
+    if is_cjk(word):
         return re.compile(re.escape(word))
     stem = _fold(word)
     plural = "s?" if len(stem) >= 3 and not stem.endswith("s") else ""
-    letter = rf"[^\W_{_CJK}]"
+    letter = rf"[^\W_{CJK}]"
     return re.compile(rf"(?<!{letter}){re.escape(stem)}{plural}(?!{letter})")
 
 
@@ -354,8 +342,8 @@ def score(words: Sequence[str], *texts: str, boost: Sequence[str] = ()) -> float
     A latin word matches whole words only ("tea" is not in "team"; a plural s is ignored); a CJK
     term (a bigram or one character) matches anywhere in CJK text, which has no word breaks.
     """
-    body = unicodedata.normalize("NFC", " ".join(texts)).casefold()
-    strong = unicodedata.normalize("NFC", " ".join(boost)).casefold()
+    body = fold(" ".join(texts))
+    strong = fold(" ".join(boost))
     total = 0.0
     for word in words:
         total += _count(word, body, 5) + 2 * _count(word, strong, 2)

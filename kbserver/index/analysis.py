@@ -1,9 +1,7 @@
-"""Text analysis: English words (folded, stop words, Porter stems) plus CJK runs as overlapping bigrams."""
+"""Text analysis: core.words' pieces (words, CJK bigrams) lowercased, without stop words, Porter-stemmed."""
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,6 +14,8 @@ from whoosh.analysis import (
 )
 from whoosh.lang.porter2 import stem
 
+from kbserver.core.words import is_cjk, pieces
+
 __all__ = [
     "CHARS_ANALYZER",
     "SPLIT_ANALYZER",
@@ -25,54 +25,8 @@ __all__ = [
     "terms",
 ]
 
-# Han (with extensions and compatibility forms), kana and Hangul: scripts written without spaces
-# between words, so a run of them is indexed as overlapping bigrams (what Lucene's CJKAnalyzer does).
-_CJK = (
-    "\u1100-\u11ff"  # Hangul Jamo
-    "\u2e80-\u2fdf"  # CJK and Kangxi radicals
-    "\u3005-\u3007"  # ideographic iteration mark, closing mark, number zero
-    "\u3041-\u309f"  # Hiragana
-    "\u30a1-\u30fa\u30fc-\u30ff"  # Katakana (with ー, without the ・ separator)
-    "\u3131-\u318f"  # Hangul compatibility Jamo
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\ua960-\ua97f"  # Hangul Jamo extended A
-    "\uac00-\ud7ff"  # Hangul syllables, Jamo extended B
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff66-\uffdc"  # halfwidth Katakana and Hangul
-    "\U00020000-\U0003134f"  # CJK extensions B to G
-)
-_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK}]+)|[^\W_{_CJK}]+")
-_CJK_RE = re.compile(rf"[{_CJK}]")
 _MAX_WORD = 64  # longer "words" are base64, hashes or URLs squashed together: noise in the lexicon
 SPLIT_SEP = "\x1f"  # joins the exact values of a multi-valued filter field
-
-
-def is_cjk(text: str) -> bool:
-    """True when `text` starts with a CJK character."""
-    return _CJK_RE.match(text) is not None
-
-
-def _norm(text: str) -> str:
-    # NFKC folds full-width Latin and half-width kana; done per token so character offsets stay true.
-    return text if text.isascii() else unicodedata.normalize("NFKC", text)
-
-
-def _pieces(value: str, *, unigrams: bool) -> Iterator[tuple[str, int, int]]:
-    """(text, start, end) of each raw token; `unigrams` yields only the single CJK characters."""
-    for m in _TOKEN_RE.finditer(value):
-        start = m.start()
-        run = m.group()
-        if m.group("cjk") is None:
-            if not unigrams:
-                yield _norm(run), start, m.end()
-        elif unigrams or len(run) == 1:
-            for i, ch in enumerate(run):
-                yield _norm(ch), start + i, start + i + 1
-        else:
-            for i in range(len(run) - 1):
-                yield _norm(run[i : i + 2]), start + i, start + i + 2
 
 
 class _Tokenizer(Tokenizer):  # type: ignore[misc]
@@ -101,8 +55,8 @@ class _Tokenizer(Tokenizer):  # type: ignore[misc]
         **kwargs: Any,
     ) -> Iterator[Any]:
         token = Token(positions, chars, removestops=removestops, mode=mode, **kwargs)
-        pieces = _pieces(value, unigrams=self.unigrams) if tokenize else iter([(value, 0, len(value))])
-        for pos, (text, start, end) in enumerate(pieces, start_pos):
+        found = pieces(value, unigrams=self.unigrams) if tokenize else iter([(value, 0, len(value))])
+        for pos, (text, start, end) in enumerate(found, start_pos):
             token.text = text
             token.boost = 1.0
             token.stopped = False
