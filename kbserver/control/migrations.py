@@ -130,6 +130,15 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        6,  # fencing tokens: each claim of a proposal and each reservation of a key takes a larger one
+        (
+            "ALTER TABLE proposals ADD COLUMN fence INTEGER NOT NULL DEFAULT 0",
+            "ALTER TABLE idempotency ADD COLUMN fence INTEGER NOT NULL DEFAULT 0",
+            # counters that never go back, for the tokens of rows that are deleted (keys expire)
+            "CREATE TABLE fences (name TEXT PRIMARY KEY, last INTEGER NOT NULL)",
+        ),
+    ),
 )
 
 

@@ -74,6 +74,7 @@ class ProposalRow:
     decided: float | None = None
     version: str | None = None
     claimed: float | None = None  # when an approval claimed it (status `applying`)
+    fence: int = 0  # the fencing token of the last claim: every claim takes a larger one
 
 
 @dataclass(frozen=True)

@@ -208,49 +208,76 @@ class SqliteControlStore:
             args.append(status)
         return [_proposal(r) for r in self._db().execute(sql + " ORDER BY created DESC, id", args)]
 
-    def claim_proposal(self, slug: str, proposal_id: str, by: str) -> bool:
-        return self._move(slug, proposal_id, "pending", "applying", decided_by=by, claimed=time.time())
+    def claim_proposal(self, slug: str, proposal_id: str, by: str) -> int | None:
+        with self._tx() as db:
+            row = db.execute(
+                "UPDATE proposals SET status = 'applying', decided_by = ?, claimed = ?, fence = fence + 1"
+                " WHERE slug = ? AND id = ? AND status = 'pending' RETURNING fence",
+                (by, time.time(), slug, proposal_id),
+            ).fetchone()
+            return int(row["fence"]) if row else None
 
-    def finish_proposal(self, slug: str, proposal_id: str, version: str) -> bool:
-        return self._move(
-            slug, proposal_id, "applying", "approved", decided=time.time(), version=version, reason=None
+    def proposal_fence_current(self, slug: str, proposal_id: str, fence: int) -> bool:
+        row = (
+            self._db()
+            .execute(
+                "SELECT 1 FROM proposals WHERE slug = ? AND id = ? AND status = 'applying' AND fence = ?",
+                (slug, proposal_id, fence),
+            )
+            .fetchone()
         )
+        return row is not None
 
-    def release_proposal(self, slug: str, proposal_id: str, reason: str | None) -> bool:
+    def finish_proposal(self, slug: str, proposal_id: str, version: str, fence: int) -> bool:
+        done = {"decided": time.time(), "version": version, "reason": None}
+        return self._move(slug, proposal_id, "applying", "approved", fence, **done)
+
+    def release_proposal(self, slug: str, proposal_id: str, reason: str | None, fence: int) -> bool:
         return self._move(
-            slug, proposal_id, "applying", "pending", decided_by=None, claimed=None, reason=reason
+            slug, proposal_id, "applying", "pending", fence, decided_by=None, claimed=None, reason=reason
         )
 
     def reject_proposal(self, slug: str, proposal_id: str, by: str, reason: str | None) -> bool:
         return self._move(
-            slug, proposal_id, "pending", "rejected", decided_by=by, decided=time.time(), reason=reason
+            slug, proposal_id, "pending", "rejected", None, decided_by=by, decided=time.time(), reason=reason
         )
 
     def _move(
-        self, slug: str, proposal_id: str, old: ProposalStatus, new: ProposalStatus, **fields: object
+        self,
+        slug: str,
+        proposal_id: str,
+        old: ProposalStatus,
+        new: ProposalStatus,
+        fence: int | None,
+        **fields: object,
     ) -> bool:
-        """Compare-and-set of a proposal's status (one UPDATE ... WHERE status = old)."""
+        """Compare-and-set of a proposal's status (and of its claim's `fence` when given)."""
         names = ", ".join(f"{name} = ?" for name in fields)
+        sql = f"UPDATE proposals SET status = ?, {names} WHERE slug = ? AND id = ? AND status = ?"
+        args = [new, *fields.values(), slug, proposal_id, old]
+        if fence is not None:
+            sql, args = sql + " AND fence = ?", [*args, fence]
         with self._tx() as db:
-            cur = db.execute(
-                f"UPDATE proposals SET status = ?, {names} WHERE slug = ? AND id = ? AND status = ?",
-                (new, *fields.values(), slug, proposal_id, old),
-            )
-            return cur.rowcount == 1
+            return db.execute(sql, args).rowcount == 1
 
     # -- idempotency keys -----------------------------------------------------------------------------
     def reserve_key(
         self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float, abandon_after: float
-    ) -> IdempotencyRow | None:
+    ) -> int | IdempotencyRow:
         with self._tx() as db:
             db.execute("DELETE FROM idempotency WHERE created < ?", (now - ttl,))
+            # Keys expire and are deleted, so their tokens come from one counter that never goes back.
+            fence = db.execute(
+                "INSERT INTO fences (name, last) VALUES ('idempotency', 1)"
+                " ON CONFLICT(name) DO UPDATE SET last = last + 1 RETURNING last"
+            ).fetchone()[0]
             taken = db.execute(
-                "UPDATE idempotency SET created = ? WHERE caller = ? AND slug = ? AND key = ?"
+                "UPDATE idempotency SET created = ?, fence = ? WHERE caller = ? AND slug = ? AND key = ?"
                 " AND body_sha256 = ? AND result IS NULL AND created < ?",
-                (now, caller, slug, key, body_sha256, now - abandon_after),
+                (now, fence, caller, slug, key, body_sha256, now - abandon_after),
             )
             if taken.rowcount == 1:
-                return None
+                return int(fence)
             row = db.execute(
                 "SELECT * FROM idempotency WHERE caller = ? AND slug = ? AND key = ?", (caller, slug, key)
             ).fetchone()
@@ -265,23 +292,41 @@ class SqliteControlStore:
                     result=json.loads(row["result"]) if row["result"] is not None else None,
                 )
             db.execute(
-                "INSERT INTO idempotency (caller, slug, key, body_sha256, created) VALUES (?, ?, ?, ?, ?)",
-                (caller, slug, key, body_sha256, now),
+                "INSERT INTO idempotency (caller, slug, key, body_sha256, created, fence)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (caller, slug, key, body_sha256, now, fence),
             )
-            return None
+            return int(fence)
 
-    def finish_key(self, caller: str, slug: str, key: str, status: int, result: dict[str, object]) -> None:
+    def key_fence_current(self, caller: str, slug: str, key: str, fence: int) -> bool:
+        row = (
+            self._db()
+            .execute(
+                "SELECT 1 FROM idempotency WHERE caller = ? AND slug = ? AND key = ? AND fence = ?"
+                " AND result IS NULL",
+                (caller, slug, key, fence),
+            )
+            .fetchone()
+        )
+        return row is not None
+
+    def finish_key(
+        self, caller: str, slug: str, key: str, status: int, result: dict[str, object], fence: int
+    ) -> bool:
+        with self._tx() as db:
+            cur = db.execute(
+                "UPDATE idempotency SET status = ?, result = ? WHERE caller = ? AND slug = ? AND key = ?"
+                " AND fence = ? AND result IS NULL",
+                (status, json.dumps(result), caller, slug, key, fence),
+            )
+            return cur.rowcount == 1
+
+    def release_key(self, caller: str, slug: str, key: str, fence: int) -> None:
         with self._tx() as db:
             db.execute(
-                "UPDATE idempotency SET status = ?, result = ? WHERE caller = ? AND slug = ? AND key = ?",
-                (status, json.dumps(result), caller, slug, key),
-            )
-
-    def release_key(self, caller: str, slug: str, key: str) -> None:
-        with self._tx() as db:
-            db.execute(
-                "DELETE FROM idempotency WHERE caller = ? AND slug = ? AND key = ? AND result IS NULL",
-                (caller, slug, key),
+                "DELETE FROM idempotency WHERE caller = ? AND slug = ? AND key = ? AND fence = ?"
+                " AND result IS NULL",
+                (caller, slug, key, fence),
             )
 
     # -- review -------------------------------------------------------------------------------------
@@ -368,4 +413,5 @@ def _proposal(row: sqlite3.Row) -> ProposalRow:
         decided=row["decided"],
         version=row["version"],
         claimed=row["claimed"],
+        fence=row["fence"],
     )

@@ -66,16 +66,21 @@ class ControlStore(Protocol):
         """A KB's proposals (of one status when given), newest first."""
         ...
 
-    def claim_proposal(self, slug: str, proposal_id: str, by: str) -> bool:
-        """pending → applying, before the approval commits; False when it was not pending."""
+    def claim_proposal(self, slug: str, proposal_id: str, by: str) -> int | None:
+        """pending → applying, before the approval commits: the claim's fencing token, larger than
+        every earlier claim's of this proposal; None when it was not pending."""
         ...
 
-    def finish_proposal(self, slug: str, proposal_id: str, version: str) -> bool:
-        """applying → approved as `version`; False when it was not applying."""
+    def proposal_fence_current(self, slug: str, proposal_id: str, fence: int) -> bool:
+        """Whether the claim holding `fence` still holds the proposal (applying, not taken over)."""
         ...
 
-    def release_proposal(self, slug: str, proposal_id: str, reason: str | None) -> bool:
-        """applying → pending again (the approval failed, `reason` says why)."""
+    def finish_proposal(self, slug: str, proposal_id: str, version: str, fence: int) -> bool:
+        """applying → approved as `version`; False when the claim holding `fence` no longer holds it."""
+        ...
+
+    def release_proposal(self, slug: str, proposal_id: str, reason: str | None, fence: int) -> bool:
+        """applying → pending again (the approval failed, `reason` says why); False as finish_proposal."""
         ...
 
     def reject_proposal(self, slug: str, proposal_id: str, by: str, reason: str | None) -> bool:
@@ -94,21 +99,28 @@ class ControlStore(Protocol):
     # -- idempotency keys of writes
     def reserve_key(
         self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float, abandon_after: float
-    ) -> IdempotencyRow | None:
-        """Reserve `key` for a write about to run: None when reserved now, else the row that holds it.
+    ) -> int | IdempotencyRow:
+        """Reserve `key` for a write about to run: the reservation's fencing token when reserved
+        now (larger than every earlier reservation's of the key), else the row that holds it.
 
         Rows older than `ttl` seconds are dropped first, so an expired key is free again. A
         reservation of the same body without a result for `abandon_after` seconds belongs to a
-        process that died; it is taken over (reserved again, now).
+        process that died; it is taken over (reserved again, now, with a larger token).
         """
         ...
 
-    def finish_key(self, caller: str, slug: str, key: str, status: int, result: dict[str, object]) -> None:
-        """Record the answer of the write that reserved `key`."""
+    def key_fence_current(self, caller: str, slug: str, key: str, fence: int) -> bool:
+        """Whether the reservation holding `fence` still holds `key` (no result, not taken over)."""
         ...
 
-    def release_key(self, caller: str, slug: str, key: str) -> None:
-        """Free `key` again (the write it reserved changed nothing)."""
+    def finish_key(
+        self, caller: str, slug: str, key: str, status: int, result: dict[str, object], fence: int
+    ) -> bool:
+        """Record the answer of the write that reserved `key` with `fence`; False when taken over."""
+        ...
+
+    def release_key(self, caller: str, slug: str, key: str, fence: int) -> None:
+        """Free `key` again (the write that reserved it with `fence` changed nothing)."""
         ...
 
     # -- retrievals of memories (the `semantic` set): counted here, never in git

@@ -10,7 +10,7 @@ from kbserver.core.messages import check_message
 from kbserver.core.model import Caller, FileResult, WriteResult
 from kbserver.services.context import Services
 from kbserver.services.parts import Files
-from kbserver.store import CommitPlan
+from kbserver.store import CommitPlan, Fence
 
 __all__ = ["commit", "summary"]
 
@@ -38,8 +38,11 @@ def commit(
     default_subject: str,
     trailers: dict[str, str] | None = None,
     author: Caller | None = None,
+    fence: Fence | None = None,
 ) -> WriteResult:
     """Apply `job` on the current head as one version of `kind`; re-applied if the head moves.
+
+    With `fence`, the version commits only while that lease is current (recorded as `Kb-Fence`).
 
     Raises InvalidRequest for a message the contract refuses, SecretDetected for a message holding
     a credential, and whatever `job` raises (KBErrors from changes).
@@ -57,7 +60,7 @@ def commit(
             meta["Kb-Run"] = run_id
         meta.update(trailers or {})
         subject = message.strip() if message and message.strip() else f"{default_subject}: {summary(paths)}"
-        return CommitPlan({a.path: a.content for a in applied}, subject, _author(who), meta, applied)
+        return CommitPlan({a.path: a.content for a in applied}, subject, _author(who), meta, applied, fence)
 
     version, parent, result = writer.submit(plan)
     try:

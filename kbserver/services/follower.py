@@ -221,6 +221,7 @@ class Follower:
         self._nice = nice
         self._batch = batch_seconds
         self._lock_fd: int | None = None
+        self._term = 0  # the fencing token of this process's leadership: each new leader's is larger
         self._cond = threading.Condition()
         self._pending: set[str] = set()
         self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) reported damaged: rebuild
@@ -271,8 +272,24 @@ class Follower:
             os.close(fd)
             return False
         self._lock_fd = fd
-        log.info("this process follows main for the data folder (sinks: %s)", self._names())
+        self._term = _next_term(fd)
+        log.info("this process follows main (term %d; sinks: %s)", self._term, self._names())
         return True
+
+    def _still_leading(self) -> bool:
+        """Whether no other process took the lead since (its term would be larger): a flock on a
+        network file system can be lost with the connection, so the leader checks before it writes."""
+        fd = self._lock_fd
+        if fd is None:
+            return False
+        try:
+            if _read_term(fd) == self._term:
+                return True
+        except OSError:  # released meanwhile by another thread
+            return False
+        log.error("another process took over following main (term > %d); standing by", self._term)
+        self._release()
+        return False
 
     def _release(self) -> None:
         if self._lock_fd is not None:
@@ -353,7 +370,7 @@ class Follower:
 
     def _follow_sink(self, sink: Sink, slug: str) -> bool:
         """Bring one sink of one KB to main's head (in that sink's thread); True if it applied a delta."""
-        if not self.leading:
+        if not self._still_leading():
             return False
         with self._cond:
             failure = self._failures.get((sink.name, slug))
@@ -442,6 +459,21 @@ class Follower:
         self._progress.record(sink.name, slug, head)
         self._feed.covered(sink.name, slug, head)
         return True
+
+
+def _read_term(fd: int) -> int:
+    text = os.pread(fd, 32, 0).split(b"\n")[0].strip()
+    return int(text) if text.isdigit() else 0
+
+
+def _next_term(fd: int) -> int:
+    """Record a new leadership term in the lock file (held): one more than the last one."""
+    term = _read_term(fd) + 1
+    data = b"%d\n" % term
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))
+    os.fsync(fd)
+    return term
 
 
 def _ancestor(repo: Repository, base: str, head: str) -> bool:

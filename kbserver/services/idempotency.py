@@ -2,7 +2,8 @@
 
 Keys are scoped by caller and KB and kept 24 hours in the control store. A key is reserved before
 the write runs, so two concurrent repeats never both write; a write that fails changes nothing,
-so it frees its key and may be retried under it.
+so it frees its key and may be retried under it. A reservation is a lease with a fencing token:
+taken over from a write that seems dead, the old write can no longer commit.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from kbserver.core.errors import InvalidRequest, Unavailable
 from kbserver.core.model import Caller, WriteRequest, WriteResult
 from kbserver.services.context import Services
 from kbserver.services.models import ProposalAccepted, WriteOutcome
+from kbserver.store import Fence
 
 __all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "once"]
 
@@ -42,9 +44,12 @@ def once(
     slug: str,
     key: str,
     req: WriteRequest,
-    write: Callable[[], WriteOutcome],
+    write: Callable[[Fence], WriteOutcome],
 ) -> WriteOutcome:
-    """`write()` unless `key` answered this caller's same write to `slug` within 24 h.
+    """`write(fence)` unless `key` answered this caller's same write to `slug` within 24 h.
+
+    `write` must hand `fence` (the key's reservation) to the writer, which refuses to commit once
+    another request took the reservation over.
 
     Raises InvalidRequest for a malformed key or a key used with another body, Unavailable when the
     first write with the key is still running after a minute, and whatever `write` raises.
@@ -60,7 +65,8 @@ def once(
         held = services.control.reserve_key(
             caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, ABANDON_SECONDS
         )
-        if held is None:
+        if isinstance(held, int):
+            token = held
             break
         if held.body_sha256 != body:
             raise InvalidRequest(
@@ -75,14 +81,24 @@ def once(
         if time.monotonic() > deadline:
             raise Unavailable("the first write with this Idempotency-Key is still running; retry in a moment")
         time.sleep(0.05)
+
+    def check() -> None:
+        if not services.control.key_fence_current(caller.actor, slug, key, token):
+            raise Unavailable(
+                "this write waited so long that a repeat with its Idempotency-Key took over; "
+                "send the request again to read the result",
+                field="Idempotency-Key",
+            )
+
     try:
-        result = write()
+        result = write(Fence(token, check))
     except BaseException:
-        services.control.release_key(caller.actor, slug, key)
+        services.control.release_key(caller.actor, slug, key, token)
         raise
     status, data = 200 if isinstance(result, WriteResult) else 202, result.model_dump(mode="json")
     try:
-        services.control.finish_key(caller.actor, slug, key, status, data)
+        if not services.control.finish_key(caller.actor, slug, key, status, data, token):
+            log.warning("KB %s: Idempotency-Key %r was taken over after its write committed", slug, key)
     except Exception:  # the write is committed: its caller hears of it, whatever the key's fate
         log.exception("KB %s: could not record the result of Idempotency-Key %r", slug, key)
     return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol, overload
 
@@ -128,6 +129,10 @@ class Writer(Protocol):
 
     def propose(self, job: Job, ref: str) -> tuple[str, str | None, object]:
         """Make `job`'s version on the head but point only `ref` (never main) at it."""
+        ...
+
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the KB's writer lock: main does not move meanwhile (to settle a lease from it)."""
         ...
 
 

@@ -28,7 +28,7 @@ from kbserver.services.models import (
 )
 from kbserver.services.parts import Files
 from kbserver.services.reserved import check_caps
-from kbserver.store import CommitPlan
+from kbserver.store import CommitPlan, Fence
 
 __all__ = ["approve", "get", "listing", "propose", "reject"]
 
@@ -36,11 +36,18 @@ log = logging.getLogger(__name__)
 
 # An approval holds its claim (status `applying`) only while it commits, which the writer bounds to
 # about a minute; a claim older than this belongs to a process that died, and is settled from main.
+# The claim's fencing token keeps this safe at any timeout: settling happens under the KB's writer
+# lock, and an approval commits only while its claim is current (checked under that lock).
 CLAIM_TIMEOUT_SECONDS = 600.0
 
 
 def propose(
-    services: Services, caller: Caller, slug: str, req: WriteRequest, run_id: str
+    services: Services,
+    caller: Caller,
+    slug: str,
+    req: WriteRequest,
+    run_id: str,
+    fence: Fence | None = None,
 ) -> ProposalAccepted:
     """Validate `req` exactly like a write and keep it on refs/proposals/{id}. Raises like a write."""
     check_message(req.message)
@@ -58,6 +65,7 @@ def propose(
             subject or f"proposal: {summary(paths)}",
             f"{caller.actor} <{caller.name}@kbserver.invalid>",
             {"Kb-Actor": caller.actor, "Kb-Kind": "proposal", "Kb-Run": run_id, "Kb-Proposal": proposal_id},
+            fence=fence,
         )
 
     ref_commit, base, _ = writer.propose(job, f"refs/proposals/{proposal_id}")
@@ -178,15 +186,31 @@ def _landed(services: Services, p: ProposalRow) -> str | None:
     return None
 
 
+def _abandoned(p: ProposalRow) -> bool:
+    claimed = p.claimed if p.status == "applying" else None
+    return claimed is not None and time.time() - claimed >= CLAIM_TIMEOUT_SECONDS
+
+
 def _settled(services: Services, p: ProposalRow) -> ProposalRow:
-    """`p`, after settling a claim whose approval died: approved if main has it, else pending again."""
-    if p.status != "applying" or p.claimed is None or time.time() - p.claimed < CLAIM_TIMEOUT_SECONDS:
+    """`p`, after settling a claim whose approval died: approved if main has it, else pending again.
+
+    Under the KB's writer lock, so no approval moves main between the look at main and the decision;
+    moving the claim on makes its fencing token stale, so the old approval can no longer commit.
+    """
+    if not _abandoned(p):
         return p
-    version = _landed(services, p)
-    if version is not None:
-        services.control.finish_proposal(p.slug, p.id, version)
-    else:
-        services.control.release_proposal(p.slug, p.id, "the approval was interrupted; approve again")
+    _, writer = services.repos.get(p.slug)
+    with writer.locked():
+        p = services.control.proposal(p.slug, p.id) or p
+        if not _abandoned(p):
+            return p
+        version = _landed(services, p)
+        if version is not None:
+            services.control.finish_proposal(p.slug, p.id, version, p.fence)
+        else:
+            services.control.release_proposal(
+                p.slug, p.id, "the approval was interrupted; approve again", p.fence
+            )
     log.warning("proposal %s of KB %s: settled an abandoned approval (%s)", p.id, p.slug, version)
     return services.control.proposal(p.slug, p.id) or p
 
@@ -195,13 +219,27 @@ def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> 
     """Re-apply the proposal on the current head as one `approval` version.
 
     The proposal is first claimed (pending -> applying, compare-and-set in the control store), so of
-    two approvals or an approval and a rejection, in any processes, exactly one proceeds. A proposal
-    that went stale is refused with the write's error and stays pending with the reason.
+    two approvals or an approval and a rejection, in any processes, exactly one proceeds. The claim
+    carries a fencing token the commit records (`Kb-Fence`); an approval whose claim was settled as
+    abandoned meanwhile is refused by the writer (NotPending). A proposal that went stale is refused
+    with the write's error and stays pending with the reason.
     Raises Forbidden, NotFound, NotPending and every error of `changes.apply`.
     """
     p = _decidable(services, caller, slug, proposal_id)
-    if p.status != "pending" or not services.control.claim_proposal(slug, p.id, caller.actor):
+    token = services.control.claim_proposal(slug, p.id, caller.actor) if p.status == "pending" else None
+    if token is None:
         raise _not_pending(services, slug, p.id)
+
+    def check() -> None:
+        if not services.control.proposal_fence_current(slug, p.id, token):
+            now = services.control.proposal(slug, p.id)
+            raise NotPending(
+                f"proposal {p.id}: this approval waited so long for the KB's writer that its claim "
+                "was settled as abandoned; read the proposal to see its status",
+                proposal=p.id,
+                status=now.status if now is not None else "pending",
+            )
+
     req = WriteRequest.model_validate(p.request)
     limits = services.limits(slug)
     agent = services.control.agent(p.agent)
@@ -218,25 +256,21 @@ def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> 
             default_subject="approved agent write",
             trailers={"Kb-Proposal": p.id, "Kb-Approver": caller.actor},
             author=author,
+            fence=Fence(token, check),
         )
     except KBError as err:
-        services.control.release_proposal(slug, p.id, f"{err.code}: {err.message}")
+        services.control.release_proposal(slug, p.id, f"{err.code}: {err.message}", token)
         raise
     except BaseException:
         landed = _landed(services, p)  # a failure after main moved must not leave it pending
         if landed is not None:
-            services.control.finish_proposal(slug, p.id, landed)
+            services.control.finish_proposal(slug, p.id, landed, token)
         else:
-            services.control.release_proposal(slug, p.id, "the approval failed; approve again")
+            services.control.release_proposal(slug, p.id, "the approval failed; approve again", token)
         raise
-    if not services.control.finish_proposal(slug, p.id, result.version):
-        # Only a claim settled as abandoned (older than CLAIM_TIMEOUT_SECONDS) gets here.
-        log.error(
-            "proposal %s of KB %s: approved as %s but its claim was settled meanwhile",
-            p.id,
-            slug,
-            result.version,
-        )
+    if not services.control.finish_proposal(slug, p.id, result.version, token):
+        # A claim settled as abandoned after this approval committed: settling found it on main.
+        log.warning("proposal %s of KB %s: approved as %s, recorded by settling", p.id, slug, result.version)
     return Approval(version=result.version, status="approved", id=p.id)
 
 

@@ -13,6 +13,7 @@ from kbserver.services.models import WriteOutcome
 from kbserver.services.proposals import propose
 from kbserver.services.reserved import check_caps, check_owner
 from kbserver.services.runs import owned_run
+from kbserver.store import Fence
 
 __all__ = ["submit"]
 
@@ -41,13 +42,19 @@ def submit(
             slug,
             idempotency_key,
             req,
-            lambda: _submit(services, caller, slug, req, tool_set, permission),
+            lambda fence: _submit(services, caller, slug, req, tool_set, permission, fence),
         )
-    return _submit(services, caller, slug, req, tool_set, permission)
+    return _submit(services, caller, slug, req, tool_set, permission, None)
 
 
 def _submit(
-    services: Services, caller: Caller, slug: str, req: WriteRequest, tool_set: str, permission: str | None
+    services: Services,
+    caller: Caller,
+    slug: str,
+    req: WriteRequest,
+    tool_set: str,
+    permission: str | None,
+    fence: Fence | None,
 ) -> WriteOutcome:
     check_owner(caller, (f.path for f in req.files), tool_set)
     run = None
@@ -65,7 +72,7 @@ def _submit(
                 'interactive run; start one with POST /runs {"interactive": true} and pass its run_id',
                 slug=slug,
             )
-        return propose(services, caller, slug, req, run.id)
+        return propose(services, caller, slug, req, run.id, fence)
     kind = "human_edit" if caller.is_admin else "agent_write"
     subject = "human edit" if caller.is_admin else "agent write"
     return commit(
@@ -77,4 +84,5 @@ def _submit(
         message=req.message,
         run_id=req.run_id,
         default_subject=subject,
+        fence=fence,
     )

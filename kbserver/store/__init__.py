@@ -6,6 +6,6 @@ everything is a version (a 40-hex commit id) and a path. Must not import service
 
 from kbserver.store.repo import Change, CommitInfo, KBRepo, TreeView
 from kbserver.store.repos import Repos
-from kbserver.store.writer import CommitPlan
+from kbserver.store.writer import CommitPlan, Fence
 
-__all__ = ["Change", "CommitInfo", "CommitPlan", "KBRepo", "Repos", "TreeView"]
+__all__ = ["Change", "CommitInfo", "CommitPlan", "Fence", "KBRepo", "Repos", "TreeView"]

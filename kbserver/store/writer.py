@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
 from dulwich.file import FileLocked, GitFile
@@ -30,7 +30,7 @@ from kbserver.store.packing import Packer
 from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
 from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
 
-__all__ = ["CommitPlan", "Job", "Writer", "kb_lock", "recover_locks"]
+__all__ = ["CommitPlan", "Fence", "Job", "Writer", "kb_lock", "recover_locks"]
 
 # dulwich's ports of C git's verify_path: ".git", its NTFS short names and streams, its HFS+ spellings.
 _GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, validate_path_element_hfs)
@@ -38,6 +38,19 @@ _GIT_PATH_CHECKS = (validate_path_element_default, validate_path_element_ntfs, v
 log = logging.getLogger(__name__)
 
 _LOCK_WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The lease a write holds (a proposal's claim, a key's reservation) and its fencing token.
+
+    `check` raises (a KBError) once the lease is no longer current: the writer calls it while it
+    holds the KB's writer lock, before each attempt to move main, so a write whose lease was taken
+    over never commits, however long it waited. The commit records `token` as `Kb-Fence`.
+    """
+
+    token: int
+    check: Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -49,6 +62,7 @@ class CommitPlan:
     author: str
     trailers: dict[str, str] = field(default_factory=dict)
     result: object = None  # handed back to the caller untouched (e.g. per-file sha256s)
+    fence: Fence | None = None
 
 
 # A job computes its plan from the files at the tip it is applied on; it may raise a KBError.
@@ -134,6 +148,10 @@ class Writer:
         assert pending.outcome is not None
         return pending.outcome
 
+    def locked(self) -> AbstractContextManager[None]:
+        """Hold the KB's writer lock: no process moves main meanwhile (to settle a lease from main)."""
+        return kb_lock(self._repo.path)
+
     def propose(self, job: Job, ref: str) -> tuple[str, str | None, object]:
         """Commit `job` on the current head but point only `ref` (never main) at it.
 
@@ -144,6 +162,8 @@ class Writer:
             tip = self._repo.view(head)
             plan = job(tip)
             _check_plan(plan, tip if head else None)
+            if plan.fence is not None:
+                plan.fence.check()
             commit, _, objects = self._make_commit(head, tip.tree_id, plan)
             if self._fsync:
                 self._flush(objects)
@@ -187,6 +207,8 @@ class Writer:
                 try:
                     plan = p.job(view)
                     _check_plan(plan, view if tip_tree else None)
+                    if plan.fence is not None:
+                        plan.fence.check()  # under the writer lock: current until main moves
                     commit, tree_id, objects = self._make_commit(tip, tip_tree, plan)
                 except KBError as err:
                     outcomes.append((p, None, err))
@@ -327,8 +349,9 @@ def _add_loose(store: object, obj: ShaFile) -> None:
 
 def _message(plan: CommitPlan) -> str:
     text = plan.message.strip() or "write"
-    if plan.trailers:
-        text += "\n\n" + "\n".join(f"{k}: {v}" for k, v in plan.trailers.items())
+    trailers = {**plan.trailers, **({"Kb-Fence": str(plan.fence.token)} if plan.fence else {})}
+    if trailers:
+        text += "\n\n" + "\n".join(f"{k}: {v}" for k, v in trailers.items())
     return text + "\n"
 
 

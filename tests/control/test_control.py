@@ -62,20 +62,24 @@ def test_schema_version_is_the_last_migration(store: ControlStore, open_store: O
 
 def test_proposal_moves_only_from_the_state_it_expects(store: ControlStore) -> None:
     store.add_proposal(_proposal())
-    assert not store.finish_proposal("kb", "p1", "v" * 40)  # not claimed
-    assert not store.release_proposal("kb", "p1", None)
-    assert store.claim_proposal("kb", "p1", "admin")
+    assert not store.finish_proposal("kb", "p1", "v" * 40, 1)  # not claimed
+    assert not store.release_proposal("kb", "p1", None, 1)
+    first = store.claim_proposal("kb", "p1", "admin")
+    assert first is not None and first >= 1
     claimed = store.proposal("kb", "p1")
     assert claimed is not None and claimed.status == "applying" and claimed.claimed is not None
-    assert not store.claim_proposal("kb", "p1", "admin")  # a second approval loses
+    assert claimed.fence == first
+    assert store.claim_proposal("kb", "p1", "admin") is None  # a second approval loses
     assert not store.reject_proposal("kb", "p1", "admin", "no")  # and so does a rejection
-    assert store.release_proposal("kb", "p1", "stale: README.md changed")
+    assert store.release_proposal("kb", "p1", "stale: README.md changed", first)
     released = store.proposal("kb", "p1")
     assert released is not None and (released.status, released.reason) == (
         "pending",
         "stale: README.md changed",
     )
-    assert store.claim_proposal("kb", "p1", "admin") and store.finish_proposal("kb", "p1", "v" * 40)
+    second = store.claim_proposal("kb", "p1", "admin")
+    assert second is not None and second > first
+    assert store.finish_proposal("kb", "p1", "v" * 40, second)
     done = store.proposal("kb", "p1")
     assert done is not None and (done.status, done.version, done.decided_by) == (
         "approved",
@@ -88,12 +92,31 @@ def test_proposal_moves_only_from_the_state_it_expects(store: ControlStore) -> N
     ) == []
 
 
+def test_a_claim_taken_over_is_fenced_off(store: ControlStore) -> None:
+    """The token of a claim that was released (settled) and claimed again no longer moves anything."""
+    store.add_proposal(_proposal())
+    old = store.claim_proposal("kb", "p1", "admin")
+    assert old is not None and store.proposal_fence_current("kb", "p1", old)
+    assert store.release_proposal("kb", "p1", "the approval was interrupted; approve again", old)
+    assert not store.proposal_fence_current("kb", "p1", old)  # released: pending, not applying
+    new = store.claim_proposal("kb", "p1", "admin")
+    assert new is not None and new > old
+    assert not store.proposal_fence_current("kb", "p1", old) and store.proposal_fence_current("kb", "p1", new)
+    before = store.proposal("kb", "p1")
+    assert not store.release_proposal("kb", "p1", "late failure", old)  # the old claim cannot free it
+    assert not store.finish_proposal("kb", "p1", "v" * 40, old)  # nor record its own version
+    assert store.proposal("kb", "p1") == before
+    assert store.finish_proposal("kb", "p1", "w" * 40, new)
+    assert not store.proposal_fence_current("kb", "p1", new)  # approved: no claim is current
+
+
 def test_a_rejection_is_final(store: ControlStore) -> None:
     store.add_proposal(_proposal())
     assert store.reject_proposal("kb", "p1", "admin", "superseded")
     row = store.proposal("kb", "p1")
     assert row is not None and (row.status, row.reason, row.decided_by) == ("rejected", "superseded", "admin")
-    assert not store.claim_proposal("kb", "p1", "admin") and not store.reject_proposal("kb", "p1", "x", None)
+    assert store.claim_proposal("kb", "p1", "admin") is None
+    assert not store.reject_proposal("kb", "p1", "x", None)
 
 
 def test_one_decision_wins_among_racing_connections(open_store: OpenStore) -> None:
@@ -103,7 +126,10 @@ def test_one_decision_wins_among_racing_connections(open_store: OpenStore) -> No
     lock = threading.Lock()
 
     def decide(n: int, s: ControlStore) -> None:
-        won = s.claim_proposal("kb", "p1", "admin") if n % 2 else s.reject_proposal("kb", "p1", "admin", None)
+        if n % 2:
+            won = s.claim_proposal("kb", "p1", "admin") is not None
+        else:
+            won = s.reject_proposal("kb", "p1", "admin", None)
         with lock:
             results.append(("claim" if n % 2 else "reject", won))
 
@@ -120,24 +146,49 @@ def test_one_decision_wins_among_racing_connections(open_store: OpenStore) -> No
 
 def test_idempotency_keys(store: ControlStore) -> None:
     now = time.time()
-    assert store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400, 600) is None
+    bob = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400, 600)
+    assert isinstance(bob, int)
     held = store.reserve_key("agent:bob", "kb", "k1", "b" * 64, now, 86400, 600)
-    assert held is not None and (held.body_sha256, held.result) == ("a" * 64, None)  # still running
+    assert not isinstance(held, int) and (held.body_sha256, held.result) == ("a" * 64, None)  # running
     # scoped per caller and KB
-    assert store.reserve_key("agent:eve", "kb", "k1", "a" * 64, now, 86400, 600) is None
-    assert store.reserve_key("agent:bob", "other", "k1", "a" * 64, now, 86400, 600) is None
-    store.finish_key("agent:bob", "kb", "k1", 200, {"version": "v" * 40})
-    store.release_key("agent:bob", "kb", "k1")  # a finished key is kept
+    eve = store.reserve_key("agent:eve", "kb", "k1", "a" * 64, now, 86400, 600)
+    assert isinstance(eve, int) and eve != bob
+    assert isinstance(store.reserve_key("agent:bob", "other", "k1", "a" * 64, now, 86400, 600), int)
+    assert store.finish_key("agent:bob", "kb", "k1", 200, {"version": "v" * 40}, bob)
+    store.release_key("agent:bob", "kb", "k1", bob)  # a finished key is kept
     done = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400, 600)
-    assert done is not None and (done.status, done.result) == (200, {"version": "v" * 40})
-    store.release_key("agent:eve", "kb", "k1")  # a failed write frees its key
-    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now, 86400, 600) is None
+    assert not isinstance(done, int) and (done.status, done.result) == (200, {"version": "v" * 40})
+    store.release_key("agent:eve", "kb", "k1", eve)  # a failed write frees its key
+    eve = store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now, 86400, 600)
+    assert isinstance(eve, int)
     # a reservation left without a result by a dead process is taken over after a while (same body only)
-    assert store.reserve_key("agent:eve", "kb", "k1", "d" * 64, now + 601, 86400, 600) is not None
-    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now + 601, 86400, 600) is None
-    assert store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now + 602, 86400, 600) is not None
+    assert not isinstance(store.reserve_key("agent:eve", "kb", "k1", "d" * 64, now + 601, 86400, 600), int)
+    taken = store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now + 601, 86400, 600)
+    assert isinstance(taken, int)
+    assert not isinstance(store.reserve_key("agent:eve", "kb", "k1", "c" * 64, now + 602, 86400, 600), int)
     # a day later the key is free again
-    assert store.reserve_key("agent:bob", "kb", "k1", "d" * 64, now + 86401, 86400, 600) is None
+    assert isinstance(store.reserve_key("agent:bob", "kb", "k1", "d" * 64, now + 86401, 86400, 600), int)
+
+
+def test_a_key_taken_over_is_fenced_off(store: ControlStore) -> None:
+    """The write whose reservation was taken over can neither record its result nor free the key."""
+    now = time.time()
+    old = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now, 86400, 600)
+    assert isinstance(old, int) and store.key_fence_current("agent:bob", "kb", "k1", old)
+    new = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now + 601, 86400, 600)
+    assert isinstance(new, int) and new > old
+    assert not store.key_fence_current("agent:bob", "kb", "k1", old)
+    assert store.key_fence_current("agent:bob", "kb", "k1", new)
+    assert not store.finish_key("agent:bob", "kb", "k1", 200, {"version": "o" * 40}, old)
+    store.release_key("agent:bob", "kb", "k1", old)  # changes nothing: the key is held by `new`
+    assert store.key_fence_current("agent:bob", "kb", "k1", new)
+    assert store.finish_key("agent:bob", "kb", "k1", 200, {"version": "n" * 40}, new)
+    assert not store.key_fence_current("agent:bob", "kb", "k1", new)  # answered: no write may commit
+    done = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now + 602, 86400, 600)
+    assert not isinstance(done, int) and done.result == {"version": "n" * 40}
+    # the tokens of a key outgrow those of its expired, deleted reservations
+    again = store.reserve_key("agent:bob", "kb", "k1", "a" * 64, now + 601 + 86401, 86400, 600)
+    assert isinstance(again, int) and again > new
 
 
 def test_sqlite_upgrades_a_data_folder_from_before_migrations(tmp_path: Path) -> None:
@@ -157,7 +208,7 @@ def test_sqlite_upgrades_a_data_folder_from_before_migrations(tmp_path: Path) ->
     old.close()
     store = SqliteControlStore(tmp_path / "control.db")
     assert store.schema_version() == MIGRATIONS[-1][0]
-    assert store.claim_proposal("kb", "p1", "admin")  # `applying` is allowed after the upgrade
+    assert store.claim_proposal("kb", "p1", "admin") == 1  # `applying` is allowed after the upgrade
     row = store.proposal("kb", "p1")
     assert row is not None and (row.agent, row.status) == ("bob", "applying")
     assert store.integrity_errors() == []
