@@ -25,7 +25,7 @@ from kbserver.index.names import install as _install_names
 from kbserver.index.query import parse_query, question_words, word_query
 from kbserver.index.reader import open_searcher, refresh_searcher
 from kbserver.index.schema import DIRS, FIELDS, FILTER_PREFIX, FORMAT, META_PATH, PATH, SHA, make_schema
-from kbserver.index.snippet import make_snippet
+from kbserver.index.snippet import Snippet, make_snippet
 from kbserver.index.storage import Folder, IndexCorrupt
 
 __all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult"]
@@ -45,9 +45,10 @@ class Hit:
 
     path: str
     score: float
-    snippet: str  # excerpt with matched terms in **bold**; the start of the body when nothing to highlight
+    snippet: str  # plain-text excerpt around the matches; the start of the body when nothing to highlight
     fields: dict[str, str]  # front-matter fields: title, tags (joined by ", "), category and other scalars
     coverage: float | None = None  # with search(coverage=True): the share of the question's words held
+    highlights: tuple[tuple[int, int], ...] = ()  # [start, end) of the matched words in `snippet`
 
 
 @dataclass(frozen=True)
@@ -403,8 +404,9 @@ class SearchIndex:
                     snippet = make_snippet(stored.get("body", ""), parsed.highlight)
                     fields = dict(stored.get(FIELDS) or {})
                 else:
-                    snippet, fields = "", {}
-                hits.append(Hit(path, score, snippet, fields, shares.get(docnum) if coverage else None))
+                    snippet, fields = Snippet("", ()), {}
+                share = shares.get(docnum) if coverage else None
+                hits.append(Hit(path, score, snippet.text, fields, share, snippet.highlights))
             return SearchResult(hits, total, version)
 
     @staticmethod
@@ -470,7 +472,7 @@ class SearchIndex:
             Hit(
                 path=hit[PATH],
                 score=0.0,
-                snippet=make_snippet(hit.get("body", ""), frozenset()),
+                snippet=make_snippet(hit.get("body", ""), frozenset()).text,
                 fields=dict(hit.get(FIELDS) or {}),
             )
             for hit in results[offset : offset + limit]

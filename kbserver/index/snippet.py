@@ -1,18 +1,26 @@
-"""Snippets: the best window of a body with matched terms wrapped in ** (Markdown bold)."""
+"""Snippets: the best window of a body as plain text, with the [start, end) offsets of the matched terms."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Set
+from typing import NamedTuple
 
 from kbserver.index.analysis import TEXT_ANALYZER, is_cjk
 
-__all__ = ["make_snippet"]
+__all__ = ["Snippet", "make_snippet"]
 
 _WIDTH = 200  # characters of body shown
 _LEAD = 40  # context kept before the first match in the window
 _SCAN = 50_000  # characters of a long body searched for matches (analysis is ~1 µs a character)
 _SPACE = re.compile(r"\s+")
+
+
+class Snippet(NamedTuple):
+    """Plain text (runs of white space made one space) and where the matched terms are in it."""
+
+    text: str
+    highlights: tuple[tuple[int, int], ...]
 
 
 def _spans(body: str, terms: Set[str]) -> list[tuple[int, int]]:
@@ -46,27 +54,48 @@ def _window(body: str, spans: list[tuple[int, int]]) -> tuple[int, int]:
     return start, min(len(body), start + _WIDTH)
 
 
-def _clip(text: str) -> str:
-    return _SPACE.sub(" ", text).strip()
+def _join(parts: list[tuple[str, bool]]) -> Snippet:
+    """The parts (text, matched) as one plain text with each run of white space made one space and
+    none at either end, and the offsets of the matched parts in it (touching ones merged)."""
+    out: list[str] = []
+    size = 0
+    space = False  # white space seen since the last piece written
+    marks: list[tuple[int, int]] = []
+    for text, matched in parts:
+        for i, piece in enumerate(_SPACE.split(text)):
+            space = space or i > 0
+            if not piece:
+                continue
+            if space and size:
+                out.append(" ")
+                size += 1
+            space = False
+            if matched and marks and marks[-1][1] == size:
+                marks[-1] = (marks[-1][0], size + len(piece))
+            elif matched:
+                marks.append((size, size + len(piece)))
+            out.append(piece)
+            size += len(piece)
+    return Snippet("".join(out), tuple(marks))
 
 
-def make_snippet(body: str, terms: Set[str]) -> str:
+def make_snippet(body: str, terms: Set[str]) -> Snippet:
     """About 200 characters of `body` around the most matches, or the start of it when nothing matches."""
     spans = _spans(body[:_SCAN], terms) if terms else []
     if not spans:
-        head = _clip(body[: _WIDTH + 1])
-        return head if len(head) <= _WIDTH else head[:_WIDTH].rstrip() + "…"
+        head = _SPACE.sub(" ", body[: _WIDTH + 1]).strip()
+        return Snippet(head if len(head) <= _WIDTH else head[:_WIDTH].rstrip() + "…", ())
     start, end = _window(body, spans)
-    parts: list[str] = ["…" if start else ""]
+    parts: list[tuple[str, bool]] = [("…" if start else "", False)]
     cursor = start
     for span_start, span_end in spans:
         if span_end <= start or span_start >= end:
             continue
         span_start, span_end = max(span_start, cursor), max(span_end, cursor)
-        parts.append(body[cursor:span_start])
-        parts.append(f"**{body[span_start:span_end]}**")
+        parts.append((body[cursor:span_start], False))
+        parts.append((body[span_start:span_end], True))
         cursor = span_end
     end = max(end, cursor)
-    parts.append(body[cursor:end])
-    parts.append("…" if end < len(body) else "")
-    return _clip("".join(parts))
+    parts.append((body[cursor:end], False))
+    parts.append(("…" if end < len(body) else "", False))
+    return _join(parts)

@@ -113,7 +113,10 @@ class SearchHit(BaseModel):
     kb: str
     path: str
     score: float
-    snippet: str
+    snippet: str = Field(description="plain text of the file around the best matches")
+    highlights: list[tuple[int, int]] = Field(
+        description="[start, end) character offsets of the matched words in snippet"
+    )
 
 
 class SearchOutput(_Output):

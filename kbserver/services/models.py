@@ -197,7 +197,10 @@ class ReviewStatus(_Out):
 class SearchHit(_Out):
     path: str
     score: float
-    snippet: str
+    snippet: str = Field(description="plain text of the file around the best matches")
+    highlights: list[tuple[int, int]] = Field(
+        description="[start, end) character offsets of the matched words in snippet",
+    )
 
 
 class SearchResults(_Out):

@@ -41,7 +41,7 @@ def query(
     filters: Mapping[str, str] | None = None,
     snippets: bool = True,
 ) -> SearchResults:
-    """The best hits (path, score, snippet), the number of matches and the version searched.
+    """The best hits (path, score, plain snippet, highlights), the matches counted, the version searched.
     Without `snippets` (a caller that shows none) every snippet is "".
 
     Raises NotFound, InvalidRequest, Unavailable.
@@ -66,7 +66,10 @@ def query(
         snippets=snippets,
     )
     return SearchResults(
-        hits=[SearchHit(path=h.path, score=round(h.score, 4), snippet=h.snippet) for h in result.hits],
+        hits=[
+            SearchHit(path=h.path, score=round(h.score, 4), snippet=h.snippet, highlights=list(h.highlights))
+            for h in result.hits
+        ],
         total=result.total,
         version=result.version,
     )

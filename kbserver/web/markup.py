@@ -79,13 +79,16 @@ def render_markdown(text: str, files_url: str = "", folder: str = "") -> Markup:
     return Markup(_MD.render(text, env))
 
 
-def highlight_snippet(snippet: str) -> Markup:
-    """A search snippet whose **matches** become <mark>, everything else escaped."""
-    parts = snippet.split("**")
-    out = Markup("")
-    for i, part in enumerate(parts):
-        out += Markup("<mark>{}</mark>").format(part) if i % 2 and i < len(parts) - 1 else escape(part)
-    return out
+def highlight_snippet(text: str, highlights: Sequence[tuple[int, int]]) -> Markup:
+    """A plain search snippet with its [start, end) highlights as <mark>, everything else escaped."""
+    out, cursor = Markup(""), 0
+    for start, end in sorted(highlights):
+        start, end = max(start, cursor), min(end, len(text))
+        if start >= end:
+            continue
+        out += escape(text[cursor:start]) + Markup("<mark>{}</mark>").format(text[start:end])
+        cursor = end
+    return out + escape(text[cursor:])
 
 
 @dataclass

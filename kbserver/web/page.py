@@ -71,10 +71,16 @@ def _env() -> Environment:
     env.filters.update(
         short=_short,
         label=lambda kind: LABELS.get(str(kind), str(kind).replace("_", " ")),
-        snippet=highlight_snippet,
         diff=_diff_files,
     )
-    env.globals.update(file_url=file_url, markdown=render_markdown, quote=quote, kinds=KINDS, labels=LABELS)
+    env.globals.update(
+        file_url=file_url,
+        markdown=render_markdown,
+        highlight=highlight_snippet,
+        quote=quote,
+        kinds=KINDS,
+        labels=LABELS,
+    )
     return env
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kbserver.index import SearchIndex
+from kbserver.index import Hit, SearchIndex
 
 DOCS = {
     "notes/coffee-prefs.md": (
@@ -180,22 +180,38 @@ def test_pagination_and_total(tmp_path: Path) -> None:
         assert ix.search("apple", limit=0).total == 25
 
 
-def test_snippet_highlights_matches_in_markdown_bold(ix: SearchIndex) -> None:
+def _marked(hit: Hit) -> list[str]:
+    return [hit.snippet[start:end] for start, end in hit.highlights]
+
+
+def test_snippet_is_plain_text_with_highlight_offsets(ix: SearchIndex) -> None:
     hit = ix.search("美式咖啡 black").hits[0]
-    assert "**美式咖啡**" in hit.snippet
-    assert "**black**" in hit.snippet
+    assert "美式咖啡" in _marked(hit) and "black" in _marked(hit)
+    assert "**" not in hit.snippet
     [hit] = ix.search("needle").hits
-    assert "**needle**" in hit.snippet
+    assert _marked(hit) == ["needle"]
     assert hit.snippet.startswith("…") and hit.snippet.endswith("…")
     assert len(hit.snippet) < 260
     [hit] = ix.search("runs").hits
-    assert "**running**" in hit.snippet
+    assert "running" in _marked(hit)
+    ends = [end for _, end in hit.highlights]
+    assert all(0 <= a < b <= len(hit.snippet) for a, b in hit.highlights)
+    assert ends == sorted(ends)
+
+
+def test_bold_text_in_a_file_is_not_a_highlight(tmp_path: Path) -> None:
+    ix = SearchIndex(tmp_path / "bold")
+    ix.update("v1", {"a.md": "Use **UTC** for   every\n\ntimestamp in logs.\n"}, [])
+    [hit] = ix.search("timestamp").hits
+    assert hit.snippet == "Use **UTC** for every timestamp in logs."  # the file's own text, spaces made one
+    assert _marked(hit) == ["timestamp"]
+    ix.close()
 
 
 def test_snippet_is_body_start_when_match_is_elsewhere(ix: SearchIndex) -> None:
     [hit] = ix.search("prefs", filters={"agent_id": "bob"}).hits  # matches the path only
     assert hit.snippet.startswith("用户喜欢喝美式咖啡")
-    assert "**" not in hit.snippet
+    assert hit.highlights == ()
     assert "title:" not in hit.snippet  # front matter is not body
 
 

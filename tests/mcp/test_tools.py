@@ -115,7 +115,9 @@ async def test_read_write_stale_search_cycle(services: Services, agent: dict[str
             "hits"
         ]
         assert hits and hits[0]["kb"] == "notes" and hits[0]["path"] == "coffee.md"
-        assert set(hits[0]) == {"kb", "path", "score", "snippet"}
+        assert set(hits[0]) == {"kb", "path", "score", "snippet", "highlights"}
+        marked = [hits[0]["snippet"][a:b].lower() for a, b in hits[0]["highlights"]]
+        assert "espresso" in marked and "**" not in hits[0]["snippet"]
         assert (
             ok(await client.call_tool("search_context", {"query": "espresso", "prefix": "nothing/"}))["hits"]
             == []

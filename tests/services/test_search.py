@@ -51,6 +51,8 @@ def test_search_follows_writes_deletes_and_reverts(
     assert hits(client, kb, agent, "deploy") == ["deploy.md"]  # stemming: deploying ~ deploy
     r = client.get(f"/api/v1/kbs/{kb}/search", params={"q": "咖啡"}, headers=agent).json()
     assert r["version"] == v1 and r["total"] == 1 and "咖啡" in r["hits"][0]["snippet"]
+    [(start, end), *_] = r["hits"][0]["highlights"]
+    assert "咖啡" in r["hits"][0]["snippet"][start:end]
     put(client, kb, agent, {"path": "prefs/coffee.md", "mode": "delete"})
     assert hits(client, kb, agent, "咖啡") == []
     r = client.post(f"/api/v1/kbs/{kb}/revert", json={"version": v1}, headers=agent)
