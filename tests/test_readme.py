@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import REPO_ROOT, free_port
+from tests.helpers import ADMIN_TOKEN, REPO_ROOT, LiveServer, free_port
 
 README = (REPO_ROOT / "README.md").read_text()
 CONTRACT_INSTALL = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/kbserver serve"
@@ -110,3 +110,34 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert re.search(r'^kbserver_commits_total\{kb="sample"\} 3\.0$', out, re.M), out
     cloned = (work / "sample" / "log" / "2026-11.md").read_text()
     assert "Deploy v1.9" in cloned  # bob's write, read back through git clone
+
+
+@pytest.mark.slow
+def test_the_python_mcp_snippet_runs_as_written(tmp_path: Path) -> None:
+    """The README's Python client (SDK default mode, bearer header) against `serve` with the sample
+    KB, run as pasted (only the port differs)."""
+    (snippet,) = _blocks(_section("MCP"), "python")
+    server = LiveServer(tmp_path / "data").start()
+    try:
+        admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        api = f"{server.url}/api/v1"
+        token = httpx.post(f"{api}/agents", json={"name": "bob"}, headers=admin, timeout=30).json()["token"]
+        link = {"kb": "sample", "permission": "read_write"}
+        linked = httpx.post(f"{api}/agents/bob/links", json=link, headers=admin, timeout=30)
+        assert linked.status_code in (200, 201), linked.text
+        script = tmp_path / "client.py"
+        script.write_text(snippet.replace("8765", str(server.port)))
+        proc = subprocess.run(
+            [sys.executable, str(script)],
+            env={**os.environ, "BOB_TOKEN": token},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        first, version = proc.stdout.splitlines()
+        assert first.startswith("# ") and re.fullmatch(r"version [0-9a-f]{40}", version), proc.stdout
+        runs = httpx.get(f"{api}/kbs/sample/versions", params={"limit": 1}, headers=admin, timeout=30).json()
+        assert runs["versions"][0]["run"].startswith("run_")  # the write carries the run
+    finally:
+        server.stop()

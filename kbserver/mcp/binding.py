@@ -8,16 +8,28 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 from mcp.server.connection import Connection
 from mcp.server.context import ServerRequestContext
+from pydantic import Field
 
 from kbserver.core.model import Caller
 from kbserver.services import Services
-from kbserver.services.session import AgentSession, SessionRun, start_run
+from kbserver.services.session import AgentSession, SessionRun, named_run, start_run
 
-__all__ = ["RUN_KEY", "Binding", "RunInfo", "connection_of"]
+__all__ = ["RUN_KEY", "Binding", "RunArg", "RunInfo", "connection_of"]
+
+RunArg = Annotated[
+    str | None,
+    Field(
+        max_length=64,
+        description="The run this call belongs to: the `run` that start_run returned. With it, writes "
+        "carry the run's id and, in an interactive run, a read_write_ask agent's writes become "
+        "proposals. Omit it outside a run (or in a session or stdio process, which has its own).",
+    ),
+]
+"""The optional `run` argument of every context and dialect tool."""
 
 RUN_KEY = "kbserver.run"
 """Where a session's run is kept in its connection's state."""
@@ -40,8 +52,12 @@ class Binding:
     caller: Callable[[], Caller]
     process_run: RunInfo | None = None
 
-    def run_of(self, rctx: _Ctx | None) -> RunInfo | None:
-        """The run the current call belongs to, or None (sessionless, admin)."""
+    def run_of(self, rctx: _Ctx | None, run: str | None = None) -> RunInfo | None:
+        """The run the current call belongs to: `run` (a handle from start_run), else the session's or
+        the process's implicit run, else None (sessionless, admin). Raises NotFound for a `run` that is
+        unknown, expired or another agent's."""
+        if run is not None:
+            return named_run(self.services, self.caller(), run)
         if self.process_run is not None:
             return self.process_run
         conn = connection_of(rctx) if rctx is not None else None
@@ -52,9 +68,9 @@ class Binding:
         """A new interactive run pinning the heads of the caller's KBs (None for the admin)."""
         return start_run(self.services, caller)
 
-    def session(self, rctx: _Ctx | None) -> AgentSession:
-        """The agent session of the current call: its caller and its session's run."""
-        return AgentSession.of(self.services, self.caller(), self.run_of(rctx))
+    def session(self, rctx: _Ctx | None, run: str | None = None) -> AgentSession:
+        """The agent session of the current call: its caller and its run (see run_of)."""
+        return AgentSession.of(self.services, self.caller(), self.run_of(rctx, run))
 
 
 def connection_of(rctx: _Ctx) -> Connection | None:

@@ -18,6 +18,7 @@ from pydantic import Field
 from kbserver.core.model import Caller
 from kbserver.dialects import auto, memory, memory_tool, typed
 from kbserver.dialects.session import DialectCall
+from kbserver.mcp.binding import RunArg
 from kbserver.mcp.dialect_schemas import (
     ArchiveOutput,
     MemoryFileOutput,
@@ -57,8 +58,9 @@ def allowed_tools(caller: Caller) -> set[str]:
     return tools_of(caller.tools)
 
 
-def _call(binding: "Binding", ctx: Context[Any, Any]) -> DialectCall:
-    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context))
+def _call(binding: "Binding", ctx: Context[Any, Any], run: str | None) -> DialectCall:
+    """The dialect call of this tool call: the caller and its run (`run`, else the session's)."""
+    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context, run))
 
 
 def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:
@@ -77,6 +79,7 @@ def auto_tools(binding: "Binding") -> list[Tool]:
         ],
         ctx: Context[Any, Any],
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, MemoryFileOutput]:
         """Remember one fact: add it as one entry (one line) to your MEMORY.md, as one version.
 
@@ -85,7 +88,7 @@ def auto_tools(binding: "Binding") -> list[Tool]:
         bytes are left; remove or shorten an entry with edit_memory first. Never store secrets.
         Returns {kb, path, version, bytes, bytes_left}.
         """
-        return ok_result(auto.add_memory(_call(binding, ctx), content, kb))
+        return ok_result(auto.add_memory(_call(binding, ctx, run), content, kb))
 
     def edit_memory(
         old_string: Annotated[
@@ -95,6 +98,7 @@ def auto_tools(binding: "Binding") -> list[Tool]:
         new_string: Annotated[str, Field(description="The replacement; empty removes the whole entry.")],
         ctx: Context[Any, Any],
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, MemoryFileOutput]:
         """Correct or remove one entry of your MEMORY.md, as one version.
 
@@ -102,7 +106,7 @@ def auto_tools(binding: "Binding") -> list[Tool]:
         `new_string` removes the entry (the whole line) that contains it. Returns {kb, path, version,
         bytes, bytes_left}.
         """
-        return ok_result(auto.edit_memory(_call(binding, ctx), old_string, new_string, kb))
+        return ok_result(auto.edit_memory(_call(binding, ctx, run), old_string, new_string, kb))
 
     return [
         _tool(add_memory, "Remember a fact (MEMORY.md)", _WRITES),
@@ -141,6 +145,7 @@ def memory_tool_tools(binding: "Binding") -> list[Tool]:
         old_path: Annotated[str | None, Field(description="rename: the file or folder to move.")] = None,
         new_path: Annotated[str | None, Field(description="rename: where it goes (must not exist).")] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, MemoryToolOutput]:
         """Anthropic's memory tool, served by kbserver: your memory directory /memories, kept in a KB.
 
@@ -152,7 +157,7 @@ def memory_tool_tools(binding: "Binding") -> list[Tool]:
         (`not_found: ...`).
         """
         outcome = memory_tool.memory(
-            _call(binding, ctx),
+            _call(binding, ctx, run),
             command,
             path=path,
             view_range=view_range,
@@ -209,6 +214,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
             ),
         ] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, SaveOutput]:
         """Save a typed memory, as one version; a save that matches an existing record updates it in place.
 
@@ -220,7 +226,7 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             typed.save_memory(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 type,
                 summary,
                 title=title,
@@ -242,13 +248,14 @@ def typed_tools(binding: "Binding") -> list[Tool]:
             str | None, Field(description="Why; it becomes part of the version's message.")
         ] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, SaveOutput]:
         """Forget (delete) one record, as one version whose message carries the reason.
 
         Unlike a plain delete this can be undone: the old record stays in the KB's history, and an admin
         (or an agent with read_write) can revert the version. USER.md / CONTEXT.md are recompiled.
         """
-        return ok_result(typed.forget_memory(_call(binding, ctx), type, id, reason, kb=kb))
+        return ok_result(typed.forget_memory(_call(binding, ctx, run), type, id, reason, kb=kb))
 
     def query_index(
         query: Annotated[str, Field(min_length=1, description="Words to look for (CJK works too).")],
@@ -256,9 +263,10 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         types: Annotated[list[str] | None, Field(description="Only these types (default: all).")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many entries.")] = 20,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, QueryOutput]:
         """Find records: entries {type, id, label, summary}, best match first. get_memory reads one."""
-        return ok_result(typed.query_index(_call(binding, ctx), query, types, limit, kb=kb))
+        return ok_result(typed.query_index(_call(binding, ctx, run), query, types, limit, kb=kb))
 
     def get_memory(
         type: Annotated[str, Field(description="self, relationship, topic, saved, or source.")],
@@ -268,9 +276,10 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         ],
         ctx: Context[Any, Any],
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, RecordOutput]:
         """Read one whole record with all its fields, or a source that a source_refs entry points to."""
-        return ok_result(typed.get_memory(_call(binding, ctx), type, id, kb=kb))
+        return ok_result(typed.get_memory(_call(binding, ctx, run), type, id, kb=kb))
 
     def recall_raw(
         ctx: Context[Any, Any],
@@ -279,12 +288,13 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         endDate: Annotated[str | None, Field(description="Last day, YYYY-MM-DD.")] = None,
         limit: Annotated[int, Field(ge=1, le=100, description="At most this many days.")] = 10,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, RecallOutput]:
         """Search the raw day archive by words and/or a date range (at least one of them).
 
         Returns {days: [{date, summary, diary, facts}]}: best match first, or newest first for a range.
         """
-        return ok_result(typed.recall_raw(_call(binding, ctx), query, startDate, endDate, limit, kb=kb))
+        return ok_result(typed.recall_raw(_call(binding, ctx, run), query, startDate, endDate, limit, kb=kb))
 
     def archive_day(
         date: Date,
@@ -293,10 +303,11 @@ def typed_tools(binding: "Binding") -> list[Tool]:
         diary: Annotated[str | None, Field(description="The day's diary, in your own words.")] = None,
         facts: Annotated[list[str] | None, Field(description="Facts learned that day.")] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, ArchiveOutput]:
         """Archive a day as archive/YYYY-MM-DD.json, as one version. A day archived twice is merged:
         new text is added to the old, and facts are kept once each. Never archive raw transcripts."""
-        return ok_result(typed.archive_day(_call(binding, ctx), date, summary, diary, facts, kb=kb))
+        return ok_result(typed.archive_day(_call(binding, ctx, run), date, summary, diary, facts, kb=kb))
 
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     return [
@@ -332,6 +343,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
             dict[str, Any] | None, Field(description="Any JSON object you want kept.")
         ] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Remember one atomic fact as memories/{id}.md, as one version of the KB.
 
@@ -342,7 +354,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             memory.memory_add(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 content,
                 category=category,
                 tags=tags,
@@ -368,6 +380,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
             Field(description="hybrid (default: words and meaning fused), keyword (BM25) or semantic."),
         ] = "hybrid",
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Search memories by words and meaning, in any language (an English question finds a Chinese
         memory). Filters combine. Returns {memories: [{id, content, category, tags, agentId, sessionId,
@@ -376,7 +389,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             memory.memory_search(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 search,
                 limit=limit,
                 offset=offset,
@@ -401,13 +414,14 @@ def memory_tools(binding: "Binding") -> list[Tool]:
             dict[str, Any] | None, Field(description="New metadata (omit to keep it).")
         ] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Correct a memory in place (same id), as one version. The old content is kept in
         metadata.history ([{value, updatedAt}], newest first), whatever metadata you pass.
         Returns {id, taskId}."""
         return ok_result(
             memory.memory_update(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 id,
                 content,
                 tags=tags,
@@ -418,10 +432,12 @@ def memory_tools(binding: "Binding") -> list[Tool]:
             )
         )
 
-    def memory_delete(id: MemoryId, ctx: Context[Any, Any], kb: Kb = None) -> CallToolResult:
+    def memory_delete(
+        id: MemoryId, ctx: Context[Any, Any], kb: Kb = None, run: RunArg = None
+    ) -> CallToolResult:
         """Delete a memory, as one version (it stays in the KB's history and can be reverted).
         Returns {id, deleted, taskId}."""
-        return ok_result(memory.memory_delete(_call(binding, ctx), id, kb=kb))
+        return ok_result(memory.memory_delete(_call(binding, ctx, run), id, kb=kb))
 
     async def memory_task_wait(
         taskId: Annotated[str, Field(description="The taskId a memory tool returned (a version).")],
@@ -431,10 +447,11 @@ def memory_tools(binding: "Binding") -> list[Tool]:
             Field(ge=0, description="Seconds to wait at most (longer waits answer pending after 60)."),
         ] = 60,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Wait until search covers a change: both the keyword index and the meaning vectors.
         Returns {taskId, status: done|pending}; pending after the timeout, never an error for it."""
-        return ok_result(await memory.memory_task_wait(_call(binding, ctx), taskId, timeout, kb=kb))
+        return ok_result(await memory.memory_task_wait(_call(binding, ctx, run), taskId, timeout, kb=kb))
 
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
     return [

@@ -69,7 +69,7 @@ def instructions(
     if any(kb.permission == "read_write_ask" for kb in kbs):
         parts.append(
             "Where your permission is read_write_ask, a write becomes a proposal that an admin approves or "
-            "rejects; it is not part of the KB until then."
+            "rejects; it is not part of the KB until then. get_proposal {id} tells you what became of it."
         )
     if run is not None:
         run_id, mounts = run
@@ -78,6 +78,16 @@ def instructions(
             "when it started (a fixed snapshot); read_context_file always shows the current file, including "
             "your own writes. kb://{slug}@{version}/{path} reads any version."
             + ("" if mounts else " No KB was mounted when it started.")
+            + " You need no start_run: your calls belong to this run."
+        )
+    elif not caller.is_admin:
+        ask = any(kb.permission == "read_write_ask" for kb in kbs)
+        parts.append(
+            "Runs: at the start of a task, call start_run"
+            + (' {"interactive": true} (a person follows and can approve your writes)' if ask else "")
+            + " and pass the `run` it returns as `run` in every later tool call. The run pins a snapshot "
+            "of your KBs (kb://{slug}/{path}?run=RUN reads it) and names your writes in the history."
+            + (" Without an interactive run your writes to read_write_ask KBs are refused." if ask else "")
         )
     if caller.auto_record:
         parts.append(LEARNING_POLICY)

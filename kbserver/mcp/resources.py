@@ -1,4 +1,4 @@
-"""Resources: `kb://{slug}/{path}` (the session's pinned snapshot) and `kb://{slug}@{version}/{path}`."""
+"""Resources: `kb://{slug}/{path}[?run=RUN]` (a run's pinned snapshot) and `kb://{slug}@{version}/{path}`."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def uri(slug: str, path: str, version: str | None = None) -> str:
 
 
 def mime_type(path: str) -> str:
-    """The MIME type of a file by its name (Markdown by default in KBs)."""
+    """The MIME type of a file by its name (Markdown by default in KBs); a URI's query is ignored."""
+    path = path.split("?", 1)[0]
     if path.endswith(".md"):
         return "text/markdown"
     guessed, _ = mimetypes.guess_type(path)
@@ -106,21 +107,21 @@ def register_resources(server: MCPServer[Any], binding: Binding) -> None:
         return found.content
 
     @server.resource(
-        "kb://{slug}/{+path}",
+        "kb://{slug}/{+path}{?run}",
         name="kb_file",
-        title="A KB file in this session's snapshot",
+        title="A KB file in the run's snapshot",
         description=(
-            "The file `path` of KB `slug` as it was when this session (its run) started; without a "
-            "session, the current file."
+            "The file `path` of KB `slug` as it was when the run started: the run `?run=RUN` (from "
+            "start_run), else the run of this session or stdio process; without a run, the current file."
         ),
         mime_type="text/plain",
     )
-    def kb_file(slug: str, path: str, ctx: Context[Any, Any]) -> str:
+    def kb_file(slug: str, path: str, ctx: Context[Any, Any], run: str | None = None) -> str:
         try:
             caller = binding.caller()
-            run = binding.run_of(ctx.request_context)
-            if run is not None:
-                found = runs.read_file(services, caller, run.id, slug, path)
+            found_run = binding.run_of(ctx.request_context, run)
+            if found_run is not None:
+                found = runs.read_file(services, caller, found_run.id, slug, path)
             else:
                 found = files.read(services, caller, slug, path)
         except KBError as err:

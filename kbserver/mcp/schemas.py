@@ -11,9 +11,11 @@ __all__ = [
     "FileInfo",
     "ListOutput",
     "ProposalInfo",
+    "ProposalOutput",
     "ReadOutput",
     "SearchHit",
     "SearchOutput",
+    "StartRunOutput",
     "VersionItem",
     "VersionsOutput",
     "WriteOutput",
@@ -121,3 +123,35 @@ class SearchHit(BaseModel):
 
 class SearchOutput(_Output):
     hits: list[SearchHit]
+
+
+class StartRunOutput(_Output):
+    """start_run's answer: the same as HTTP `POST /runs`, plus the rules for the run."""
+
+    run: str = Field(description="the run's handle: pass it as `run` in every later tool call")
+    id: str = Field(description="the same as run (HTTP's name for it)")
+    mounts: dict[str, str] = Field(description="slug -> the version pinned for this run")
+    interactive: bool
+    expires_at: str = Field(description="when the run ends (RFC 3339 UTC)")
+    expires: str = Field(description="the same as expires_at")
+    instructions: str = Field(description="the memory rules and how to use this run")
+
+
+class ProposalFileInfo(BaseModel):
+    path: str
+    mode: str
+
+
+class ProposalOutput(_Output):
+    """get_proposal's answer."""
+
+    id: str
+    kb: str
+    status: str = Field(description="pending, approved, rejected or stale (approving it now would fail)")
+    version: str | None = Field(default=None, description="the version it became (approved)")
+    reason: str | None = Field(default=None, description="why it was rejected, or why it is stale")
+    files: list[ProposalFileInfo]
+    message: str | None = None
+    diff: list[dict[str, Any]] | None = Field(
+        default=None, description="[{path, change, patch}]: what approving it now would change (pending)"
+    )

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from kbserver.dialects import semantic
 from kbserver.dialects.session import DialectCall
+from kbserver.mcp.binding import RunArg
 from kbserver.mcp.errors import KBTool, ok_result
 
 if TYPE_CHECKING:
@@ -49,8 +50,9 @@ _WRITES = ToolAnnotations(
 _READS = ToolAnnotations(read_only_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
-def _call(binding: "Binding", ctx: Context[Any, Any]) -> DialectCall:
-    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context))
+def _call(binding: "Binding", ctx: Context[Any, Any], run: str | None) -> DialectCall:
+    """The dialect call of this tool call: the caller and its run (`run`, else the session's)."""
+    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context, run))
 
 
 def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:
@@ -86,6 +88,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
             ),
         ] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Remember one thing as memories/{id}.md, as one version of the KB (people can review it).
 
@@ -96,7 +99,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             semantic.store_memory(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 content,
                 memory_type=memory_type,
                 user_id=user_id,
@@ -114,6 +117,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         limit: Limit = 5,
         include_superseded: History = False,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Find the user's memories by meaning (an English question finds a Chinese memory).
 
@@ -123,7 +127,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             semantic.search_memories_by_semantics(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 query,
                 user_id=user_id,
                 limit=limit,
@@ -139,13 +143,14 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         limit: Limit = 5,
         include_superseded: History = False,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Recall the best match for the query and the memories related to it: also those close to that
         best match even when they share nothing with the query (associations). Same ranking and result
         as search_memories_by_semantics."""
         return ok_result(
             semantic.recall_related(
-                _call(binding, ctx),
+                _call(binding, ctx, run),
                 query,
                 user_id=user_id,
                 limit=limit,
@@ -162,10 +167,13 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
             str | None, Field(description="The memory's user_id; when given, it must match.")
         ] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Set how much a memory matters (0 to 1), as one version. Returns {id, importance, taskId}."""
         return ok_result(
-            semantic.update_memory_importance(_call(binding, ctx), id, importance, user_id=user_id, kb=kb)
+            semantic.update_memory_importance(
+                _call(binding, ctx, run), id, importance, user_id=user_id, kb=kb
+            )
         )
 
     def list_due_memories(
@@ -175,12 +183,13 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         ] = None,
         before: Annotated[str | None, Field(description="RFC 3339 time; default: one hour from now.")] = None,
         kb: Kb = None,
+        run: RunArg = None,
     ) -> CallToolResult:
         """Reminders due before a time, soonest first: {memories: [{id, content, due, user_id,
         memory_type, overdue, recurrence?}]}. A one-off stays due (overdue) until a new memory supersedes
         it; a recurring one is due at its next occurrence from now."""
         return ok_result(
-            semantic.list_due_memories(_call(binding, ctx), user_id=user_id, before=before, kb=kb)
+            semantic.list_due_memories(_call(binding, ctx, run), user_id=user_id, before=before, kb=kb)
         )
 
     return [

@@ -16,6 +16,7 @@ from kbserver.mcp.binding import Binding
 from kbserver.mcp.dialects import dialect_tools
 from kbserver.mcp.instructions import MEMORY_RULES
 from kbserver.mcp.resources import register_resources
+from kbserver.mcp.run_tools import RUN_TOOL_NAMES, run_tools
 from kbserver.mcp.session import SessionMiddleware
 from kbserver.mcp.tools import context_tools
 
@@ -55,10 +56,10 @@ def build_server(
         instructions=MEMORY_RULES,  # replaced per caller at initialize and server/discover
         token_verifier=token_verifier,
         auth=auth,
-        tools=[*context_tools(binding), *dialect_tools(binding)],
+        tools=[*context_tools(binding), *dialect_tools(binding), *run_tools(binding)],
         log_level="WARNING",
         cache_hints=_CACHE_HINTS,  # type: ignore[arg-type]
-        middleware=[SessionMiddleware(binding, always=[_name(fn) for fn in extra_tools])],
+        middleware=[SessionMiddleware(binding, always=[*RUN_TOOL_NAMES, *map(_name, extra_tools)])],
     )
     register_resources(server, binding)
     for fn in extra_tools:

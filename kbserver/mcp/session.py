@@ -1,14 +1,14 @@
 """Who is calling and which run a call belongs to; per-caller instructions; the run of each MCP session.
 
-- A session of a protocol version with sessions (the initialize handshake; 2025-11-25 and older) is one
-  run, started when the session is initialized; `kb://{slug}/{path}` reads its snapshot and its writes
-  carry its run id. The run ends by expiring (run_ttl_seconds); a new session starts a new run.
-- Sessionless calls (2026-07-28) have no run: `kb://{slug}/{path}` reads the current head.
-- A stdio process is one run for its whole life, whichever protocol version the client speaks.
-- These runs are interactive: an MCP session is an agent inside a host that a person can follow, so a
-  `read_write_ask` agent's writes become proposals for an admin. Without a run they are refused as
-  `approval_unavailable`, since nobody could be asked. The admin's sessions have no run (runs belong to
-  agents) and read the heads.
+- A run is an explicit handle: `start_run` returns it and every context and dialect tool takes it as
+  `run` (kbserver.mcp.run_tools, binding.run_of); `kb://{slug}/{path}?run=RUN` reads its snapshot.
+  Runs live in the control store, so any process serves them.
+- A session of a protocol version with sessions (the initialize handshake; 2025-11-25 and older) is
+  also one implicit interactive run, started when the session is initialized; a stdio process is one
+  for its whole life. Calls that name no run belong to it.
+- Sessionless calls (2026-07-28) that name no run have none: `kb://{slug}/{path}` reads the current
+  head, and a `read_write_ask` agent's writes are refused as `approval_unavailable` with the advice to
+  call start_run {"interactive": true}. The admin has no runs and reads the heads.
 """
 
 from __future__ import annotations

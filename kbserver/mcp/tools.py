@@ -15,13 +15,13 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from kbserver.core.model import FileChange, Limits
+from kbserver.mcp.binding import RunArg
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
 from kbserver.services import files as kb_files
 from kbserver.services import versions
 from kbserver.services.idempotency import KEY_PATTERN
 from kbserver.services.search import MAX_LIMIT
-from kbserver.services.session import AgentSession
 from kbserver.services.toolsets import TOOL_SETS
 
 if TYPE_CHECKING:
@@ -101,32 +101,41 @@ def context_tools(binding: "Binding") -> list[Tool]:
     limits = services.options.limits
     read_only = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
 
-    def list_context_files(kb: Kb = None, prefix: Prefix = None) -> Annotated[CallToolResult, ListOutput]:
+    def list_context_files(
+        ctx: Context[Any, Any], kb: Kb = None, prefix: Prefix = None, run: RunArg = None
+    ) -> Annotated[CallToolResult, ListOutput]:
         """List the files of a KB at its current version: path, size and sha256 of each, sorted by path.
 
         Start with README.md, which holds the KB's rules and index.
         """
-        caller = binding.caller()
-        slug = AgentSession(services, caller).default_kb(kb)
+        session = binding.session(ctx.request_context, run)
+        caller = session.caller
+        slug = session.default_kb(kb)
         listing = kb_files.listing(services, caller, slug, prefix or "")
         return ok_result({"kb": slug, **listing.model_dump(mode="json")})
 
     def read_context_file(
-        path: FilePath, kb: Kb = None, version: Version = None
+        path: FilePath, ctx: Context[Any, Any], kb: Kb = None, version: Version = None, run: RunArg = None
     ) -> Annotated[CallToolResult, ReadOutput]:
         """Read the current content of one file, with its sha256 and the KB version read.
 
         Without `version`, always the current file, including your own earlier writes. Keep the sha256:
         pass it as `expected_sha256` when you change the file. With `version` (from
-        list_context_versions), the file as it was at that version.
+        list_context_versions), the file as it was at that version. Within a run, the version it pinned
+        is in start_run's `mounts`.
         """
-        caller = binding.caller()
-        slug = AgentSession(services, caller).default_kb(kb)
+        session = binding.session(ctx.request_context, run)
+        caller = session.caller
+        slug = session.default_kb(kb)
         found = kb_files.read(services, caller, slug, path, version)
         return ok_result({"kb": slug, **found.model_dump(mode="json")})
 
     def list_context_versions(
-        kb: Kb = None, path: HistoryPath = None, limit: VersionsLimit = 20
+        ctx: Context[Any, Any],
+        kb: Kb = None,
+        path: HistoryPath = None,
+        limit: VersionsLimit = 20,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, VersionsOutput]:
         """List a KB's versions newest first: who wrote each (an agent or a person), its kind, message,
         time and the paths it changed.
@@ -134,8 +143,9 @@ def context_tools(binding: "Binding") -> list[Tool]:
         KB files may have been written by other agents. When something looks wrong, check the history of
         that file (`path`) and read older content with read_context_file's `version`.
         """
-        caller = binding.caller()
-        slug = AgentSession(services, caller).default_kb(kb)
+        session = binding.session(ctx.request_context, run)
+        caller = session.caller
+        slug = session.default_kb(kb)
         page = versions.listing(services, caller, slug, path=path or None, limit=limit)
         shown = [v.model_dump(mode="json", include=set(_VERSION_FIELDS)) for v in page.versions]
         return ok_result({"kb": slug, "versions": shown})
@@ -146,25 +156,32 @@ def context_tools(binding: "Binding") -> list[Tool]:
         kb: Kb = None,
         message: Message = None,
         idempotency_key: IdempotencyKey = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, WriteOutput]:
         """Change one or more files of a KB in one all-or-nothing call that becomes exactly one version.
 
         Put one complete update in one call. Never write secrets, credentials, tokens or raw
         transcripts (refused as `secret_detected`). Returns {version, parent, files}, or {proposal} when
-        your permission is read_write_ask and an admin must approve the change.
+        your permission is read_write_ask and an admin must approve the change (only inside an
+        interactive run: pass `run` from start_run {"interactive": true}).
         """
-        session = binding.session(ctx.request_context)
+        session = binding.session(ctx.request_context, run)
         result = session.submit(session.default_kb(kb), files, message, idempotency_key=idempotency_key)
         return ok_result(result)
 
     def search_context(
-        query: Query, kb: Kb = None, limit: Limit = 10, prefix: Prefix = None
+        query: Query,
+        ctx: Context[Any, Any],
+        kb: Kb = None,
+        limit: Limit = 10,
+        prefix: Prefix = None,
+        run: RunArg = None,
     ) -> Annotated[CallToolResult, SearchOutput]:
         """Full-text search of a KB's current version; best hits first, each with a snippet.
 
         Read a hit with read_context_file before relying on it or changing it.
         """
-        session = AgentSession(services, binding.caller())
+        session = binding.session(ctx.request_context, run)
         slug = session.default_kb(kb)
         found = session.search(slug, query, limit=limit, prefix=prefix)
         return ok_result({"hits": [{"kb": slug, **hit.model_dump(mode="json")} for hit in found.hits]})

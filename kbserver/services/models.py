@@ -291,10 +291,14 @@ class Rejection(_Out):
 
 # -- runs ------------------------------------------------------------------------------------------
 class RunStarted(_Out):
+    """A new run. `run` repeats `id` (the MCP tool's name for it); `expires` repeats `expires_at`."""
+
     id: str
-    mounts: dict[str, str]
+    run: str = Field(description="the run's handle: pass it as `run` (MCP) or `run_id` (HTTP writes)")
+    mounts: dict[str, str] = Field(description="slug -> the version pinned for this run")
     interactive: bool
-    expires: str
+    expires_at: str = Field(description="when the run ends (RFC 3339 UTC); later calls naming it fail")
+    expires: str = Field(description="the same as expires_at (its earlier name)")
 
 
 # -- agents ----------------------------------------------------------------------------------------

@@ -41,7 +41,10 @@ def start(
         mounts=mounts,
     )
     services.control.add_run(run)
-    return RunStarted(id=run.id, mounts=mounts, interactive=interactive, expires=utc_iso(run.expires))
+    expires = utc_iso(run.expires)
+    return RunStarted(
+        id=run.id, run=run.id, mounts=mounts, interactive=interactive, expires_at=expires, expires=expires
+    )
 
 
 def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:

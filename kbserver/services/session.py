@@ -1,10 +1,11 @@
 """One agent session: the rules every MCP tool set shares (the context tools and every dialect).
 
-- A session is one interactive run (`start_run`), pinned when it starts; the admin has none.
+- A call belongs to a run: the one its `run` argument names (`named_run`: the caller's own, live), or
+  the implicit interactive run of its MCP session or stdio process (`start_run`); the admin has none.
 - `kb` may be omitted: the context tools then use the only KB the agent can reach, the dialects the
   only KB it can write (`default_kb`).
 - Writes go through the one write path (`submit` -> `writes.submit`) and carry the run id only for
-  KBs the run mounted; a `read_write_ask` agent outside a session is told how to get one.
+  KBs the run mounted; a `read_write_ask` agent outside an interactive run is told how to get one.
 - Searches first wait (briefly) for the index to cover the head, so an agent finds its own writes.
 """
 
@@ -23,7 +24,7 @@ from kbserver.services import kbs, runs, search, writes
 from kbserver.services.context import Services
 from kbserver.services.models import SearchResults, WriteOutcome
 
-__all__ = ["INDEX_WAIT_SECONDS", "NO_RUN_HINT", "AgentSession", "SessionRun", "start_run"]
+__all__ = ["INDEX_WAIT_SECONDS", "NO_RUN_HINT", "AgentSession", "SessionRun", "named_run", "start_run"]
 
 log = logging.getLogger(__name__)
 
@@ -32,18 +33,17 @@ INDEX_WAIT_SECONDS = 5.0
 
 _WRITABLE = ("admin", "read_write", "read_write_ask")
 
-NO_RUN_HINT = (
-    "connect over stdio (`kbserver mcp`) or with a client that opens a session (the initialize handshake)"
-)
-"""How an MCP agent whose call belongs to no session gets one (the default `no_run_hint`)."""
+NO_RUN_HINT = 'call start_run {"interactive": true} and pass the `run` it returns as `run` in this call'
+"""How an MCP agent whose call belongs to no run gets one (the default `no_run_hint`)."""
 
 
 @dataclass(frozen=True)
 class SessionRun:
-    """The run of a session: its id and the version of each KB it mounted."""
+    """A run as a call sees it: its id, the version of each KB it mounted, whether it is interactive."""
 
     id: str
     mounts: dict[str, str]
+    interactive: bool = True
 
 
 def start_run(services: Services, caller: Caller) -> SessionRun | None:
@@ -55,6 +55,12 @@ def start_run(services: Services, caller: Caller) -> SessionRun | None:
     return SessionRun(started.id, dict(started.mounts))
 
 
+def named_run(services: Services, caller: Caller, run_id: str) -> SessionRun:
+    """The caller's live run `run_id`. Raises NotFound (unknown, expired, another agent's, the admin)."""
+    row = runs.owned_run(services, caller, run_id)
+    return SessionRun(row.id, dict(row.mounts), row.interactive)
+
+
 @dataclass(frozen=True)
 class AgentSession:
     """One call of `caller` within a session; `run_id` and `mounted` come from the session's run."""
@@ -63,6 +69,7 @@ class AgentSession:
     caller: Caller
     run_id: str | None = None
     mounted: frozenset[str] = frozenset()
+    interactive: bool = False
     # How an agent without a run gets one; it depends on the edge (None: the write path's own advice).
     no_run_hint: str | None = NO_RUN_HINT
 
@@ -71,7 +78,7 @@ class AgentSession:
         """The session of `caller` in `run` (None: no run, e.g. a sessionless MCP call or the admin)."""
         if run is None:
             return cls(services, caller)
-        return cls(services, caller, run.id, frozenset(run.mounts))
+        return cls(services, caller, run.id, frozenset(run.mounts), run.interactive)
 
     # -- which KB ---------------------------------------------------------------------------------
     def reachable(self) -> list[str]:
@@ -126,16 +133,20 @@ class AgentSession:
                 self.services, self.caller, slug, req, tool_set=tool_set, idempotency_key=idempotency_key
             )
         except ApprovalUnavailable as err:
-            how = (
-                f"KB {slug} was not mounted when this session started; open a new session"
-                if self.run_id is not None
-                else self.no_run_hint
-            )
+            if self.run_id is None:
+                how = self.no_run_hint
+            elif slug not in self.mounted:
+                how = (
+                    f"run {self.run_id} did not mount KB {slug}; call start_run "
+                    f'{{"kbs": ["{slug}"], "interactive": true}} and pass its `run`'
+                )
+            else:
+                how = f"run {self.run_id} is not interactive; {NO_RUN_HINT}"
             if how is None:
                 raise
             raise ApprovalUnavailable(
-                f"your writes to {slug} need an admin's approval, which is only possible inside an MCP "
-                f"session: {how}",
+                f"your writes to {slug} need an admin's approval, which is only possible inside an "
+                f"interactive run: {how}",
                 **err.details,
             ) from None
 

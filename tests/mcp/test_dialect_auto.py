@@ -9,6 +9,7 @@ import pytest
 
 from kbserver.config import Settings
 from kbserver.core.errors import KBError
+from kbserver.mcp import RUN_TOOL_NAMES
 from kbserver.services import Services, agents, files, proposals, versions
 from kbserver.services.auth import ADMIN
 from kbserver.store import CommitPlan
@@ -169,7 +170,8 @@ async def test_tools_follow_the_tool_sets(services: Services, family: None) -> N
         assert state(services, "notes") == before
     make_agent(services, "only", {"notes": "read_write"}, tools=["auto"])
     async with memory_client(services, "only") as only:
-        assert {t.name for t in (await only.list_tools()).tools} == {"add_memory", "edit_memory"}
+        names = {t.name for t in (await only.list_tools()).tools}
+        assert names == {"add_memory", "edit_memory", *RUN_TOOL_NAMES}
         assert "Your tool sets are auto: the context tools named above" in (only.instructions or "")
 
 

@@ -9,6 +9,7 @@ import pytest
 from mcp import Client
 
 from kbserver.config import Settings
+from kbserver.mcp import RUN_TOOL_NAMES
 from kbserver.services import Services, files, kbs, versions
 from kbserver.services.auth import ADMIN
 from tests.helpers import git_fsck, make_agent, state
@@ -49,7 +50,7 @@ async def _memory(client: Client, **args: Any) -> Any:
 
 async def test_every_command_is_one_version(connect: Connect, services: Services) -> None:
     async with connect("claude") as c:
-        assert {t.name for t in (await c.list_tools()).tools} == {"memory"}
+        assert {t.name for t in (await c.list_tools()).tools} == {"memory", *RUN_TOOL_NAMES}
         empty = _text(await _memory(c, command="view", path="/memories"))
         assert empty.splitlines() == [
             "Here're the files and directories up to 2 levels deep in /memories, excluding hidden items and "
@@ -217,10 +218,10 @@ async def test_proposals_and_other_sets(services: Services, kb: str) -> None:
         assert "memory" in names and "write_context" in names and "add_memory" not in names
 
 
-async def test_approval_needs_a_session(services: Services, kb: str) -> None:
+async def test_approval_needs_an_interactive_run(services: Services, kb: str) -> None:
     make_agent(services, "cautious", {kb: "read_write_ask"}, tools=["memory_tool"])
     before = state(services, "notes")
     async with memory_client(services, "cautious") as c:  # sessionless: no run, nobody to ask
         err = error(await _memory(c, command="create", path="/memories/p.md", file_text="x"))
-    assert err["code"] == "approval_unavailable" and "initialize handshake" in err["message"]
+    assert err["code"] == "approval_unavailable" and "start_run" in err["message"]
     assert state(services, "notes") == before

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kbserver.mcp import RUN_TOOL_NAMES
 from kbserver.mcp.dialects import TOOL_SET_TOOLS
 from kbserver.services import Services, agents
 from tests.helpers import make_agent
@@ -57,10 +58,10 @@ async def test_dialect_tool_names_and_arguments(services: Services, kb: str) -> 
     make_agent(services, "all", {kb: "read_write"}, tools=["auto", "memory_tool", "typed"])
     async with memory_client(services, "all") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == set(EXPECTED_ARGS)
+    assert set(tools) == set(EXPECTED_ARGS) | set(RUN_TOOL_NAMES)
     for name, (args, required) in EXPECTED_ARGS.items():
         schema = tools[name].input_schema
-        assert set(schema["properties"]) == args, name
+        assert set(schema["properties"]) == args | {"run"}, name
         assert set(schema.get("required", [])) == required, name
         assert tools[name].description, name
     assert tools["query_index"].input_schema["properties"]["limit"]["default"] == 20

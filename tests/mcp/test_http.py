@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from kbserver.core.model import WriteRequest
-from kbserver.mcp import TOOL_NAMES
+from kbserver.mcp import RUN_TOOL_NAMES, TOOL_NAMES
 from kbserver.mcp.http import transport_security
 from kbserver.services import Services, kbs, writes
 from kbserver.services.auth import ADMIN, caller_for
@@ -77,7 +77,7 @@ async def test_tools_over_http(
     async with http_client(http_url, agent, mode=mode) as client:
         assert client.protocol_version == version
         names = {t.name for t in (await client.list_tools()).tools}
-        assert names == set(TOOL_NAMES)
+        assert names == set(TOOL_NAMES) | set(RUN_TOOL_NAMES)
         readme = ok(await client.call_tool("read_context_file", {"path": "README.md"}))
         written = ok(
             await client.call_tool(
@@ -130,7 +130,7 @@ async def test_resources_are_the_session_snapshot(
         assert set(listed) == {"kb://notes/README.md", uri}
         assert listed[uri].mime_type == "text/markdown" and listed[uri].size == 4
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
-        assert templates == {"kb://{slug}/{+path}", "kb://{slug}@{version}/{+path}"}
+        assert templates == {"kb://{slug}/{+path}{?run}", "kb://{slug}@{version}/{+path}"}
 
         # Someone else changes the file after the session started...
         second = writes.submit(

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from kbserver.config import Settings
-from kbserver.mcp import TOOL_NAMES
+from kbserver.mcp import RUN_TOOL_NAMES, TOOL_NAMES
 from kbserver.services import Services
 from tests.helpers import REPO_ROOT
 from tests.mcp.clients import error, ok
@@ -35,7 +35,7 @@ async def test_stdio_write_is_visible_over_http(
 ) -> None:
     async with Client(_params(settings, "bob"), mode=mode) as client:
         names = {t.name for t in (await client.list_tools()).tools}
-        assert names == set(TOOL_NAMES)
+        assert names == set(TOOL_NAMES) | set(RUN_TOOL_NAMES)
         assert client.instructions and "- notes (read_write): Team notes" in client.instructions
         assert "This session is run run_" in client.instructions  # one stdio process is one run
         readme = ok(await client.call_tool("read_context_file", {"path": "README.md"}))

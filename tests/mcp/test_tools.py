@@ -17,19 +17,20 @@ from tests.mcp.clients import error, memory_client, ok
 pytestmark = pytest.mark.anyio
 
 EXPECTED_ARGS = {
-    "list_context_files": ({"kb", "prefix"}, set()),
-    "read_context_file": ({"kb", "path", "version"}, {"path"}),
-    "list_context_versions": ({"kb", "path", "limit"}, set()),
-    "write_context": ({"kb", "files", "message", "idempotency_key"}, {"files"}),
-    "search_context": ({"kb", "query", "limit", "prefix"}, {"query"}),
+    "list_context_files": ({"kb", "prefix", "run"}, set()),
+    "read_context_file": ({"kb", "path", "version", "run"}, {"path"}),
+    "list_context_versions": ({"kb", "path", "limit", "run"}, set()),
+    "write_context": ({"kb", "files", "message", "idempotency_key", "run"}, {"files"}),
+    "search_context": ({"kb", "query", "limit", "prefix", "run"}, {"query"}),
 }
+RUN_TOOLS = {"start_run": ({"kbs", "interactive"}, set()), "get_proposal": ({"id"}, {"id"})}
 
 
 async def test_tool_names_arguments_and_schemas(services: Services, agent: dict[str, str]) -> None:
     async with memory_client(services, "bob") as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == set(TOOL_NAMES) == set(EXPECTED_ARGS)
-    for name, (args, required) in EXPECTED_ARGS.items():
+    assert set(tools) == set(TOOL_NAMES) | set(RUN_TOOLS) and set(TOOL_NAMES) == set(EXPECTED_ARGS)
+    for name, (args, required) in {**EXPECTED_ARGS, **RUN_TOOLS}.items():
         schema = tools[name].input_schema
         assert set(schema["properties"]) == args, name
         assert set(schema.get("required", [])) == required, name
@@ -278,7 +279,7 @@ async def test_read_write_ask(services: Services, kb: str) -> None:
     # Sessionless (2026-07-28) calls belong to no run, so there is no one to ask.
     async with memory_client(services, "asker") as client:
         err = error(await client.call_tool("write_context", change))
-        assert err["code"] == "approval_unavailable" and "session" in err["message"]
+        assert err["code"] == "approval_unavailable" and "start_run" in err["message"]
     # A session (the initialize handshake) is an interactive run: the write becomes a proposal.
     async with memory_client(services, "asker", mode="legacy") as client:
         proposal = ok(await client.call_tool("write_context", change))

@@ -1,0 +1,79 @@
+"""A proposal as its agent asks about it, by id alone: pending, approved, rejected or stale."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from kbserver.core.errors import NotFound
+from kbserver.core.model import Caller
+from kbserver.services import proposals
+from kbserver.services.context import Services
+from kbserver.services.models import DiffEntry, Proposal, ProposalFile
+
+__all__ = ["AskStatus", "ProposalState", "find", "state", "status"]
+
+AskStatus = Literal["pending", "approved", "rejected", "stale"]
+
+
+class ProposalState(BaseModel):
+    """What became of a proposal (`get_proposal`); `diff` only while it is pending or stale."""
+
+    model_config = ConfigDict(frozen=True)
+    id: str
+    kb: str
+    status: AskStatus
+    version: str | None = Field(default=None, description="the version it became (approved)")
+    reason: str | None = Field(
+        default=None, description="the admin's reason (rejected) or why approving it now fails (stale)"
+    )
+    files: list[ProposalFile]
+    message: str | None = None
+    diff: list[DiffEntry] | None = Field(
+        default=None, description="what approving it now would change (pending only)"
+    )
+
+
+def find(services: Services, caller: Caller, proposal_id: str) -> tuple[str, Proposal]:
+    """The KB and the proposal `proposal_id` among the KBs the caller can read (an agent: its own
+    proposals only), with its diff against the head. Raises NotFound."""
+    slugs = services.repos.slugs() if caller.is_admin else sorted(caller.links)
+    for slug in slugs:
+        if not services.repos.exists(slug) or services.control.proposal(slug, proposal_id) is None:
+            continue
+        try:
+            return slug, proposals.get(services, caller, slug, proposal_id)
+        except NotFound:
+            break  # another agent's: not_found, like one that does not exist
+    raise NotFound(f"proposal {proposal_id} does not exist or is not yours", proposal=proposal_id)
+
+
+def state(slug: str, p: Proposal) -> ProposalState:
+    """`p` as get_proposal shows it: `applying` is still pending; a pending one that would fail now
+    (`conflict`) is stale."""
+    status: AskStatus
+    reason = p.reason
+    if p.status == "approved":
+        status = "approved"
+    elif p.status == "rejected":
+        status = "rejected"
+    elif p.conflict is not None:
+        status, reason = "stale", f"{p.conflict.code}: {p.conflict.message}"
+    else:
+        status = "pending"
+    return ProposalState(
+        id=p.id,
+        kb=slug,
+        status=status,
+        version=p.version,
+        reason=reason,
+        files=p.files,
+        message=p.message,
+        diff=p.diff if status == "pending" else None,
+    )
+
+
+def status(services: Services, caller: Caller, proposal_id: str) -> ProposalState:
+    """The state of the caller's proposal `proposal_id`. Raises NotFound."""
+    return state(*find(services, caller, proposal_id))
