@@ -20,7 +20,7 @@ from kbserver.config import Settings, admin_token
 from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unavailable
 from kbserver.services import Services, agents, files, health, kbs, proposals, search
 from kbserver.services.auth import ADMIN
-from kbserver.wiring import open_services
+from kbserver.wiring import open_control, open_services
 
 __all__ = ["main"]
 
@@ -358,6 +358,17 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _migrate(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    control = open_control(settings.data, settings.options())  # opening applies what is missing
+    try:
+        where = "PostgreSQL" if settings.control_url else str(settings.data / "control.db")
+        print(f"control store ({where}): schema version {control.schema_version()}")
+    finally:
+        control.close()
+    return 0
+
+
 class _closing:
     def __init__(self, services: Services) -> None:
         self.services = services
@@ -483,6 +494,7 @@ def _parser() -> argparse.ArgumentParser:
     p = command("reindex", _reindex, "rebuild the search index of one or every KB")
     p.add_argument("slug", nargs="?", help="the KB (default: every KB)")
 
+    command("migrate", _migrate, "apply the control store's migrations (serve also does at start)")
     command("fsck", _fsck, "check every repository and the control plane (exit 2 on damage)")
     p = command("repack", _repack, "pack one KB's (or every KB's) history with deltas now (git repack)")
     p.add_argument("slug", nargs="?", help="the KB (default: every KB)")

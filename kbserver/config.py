@@ -7,7 +7,7 @@ import secrets
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
@@ -16,6 +16,8 @@ from kbserver.services.context import Options
 __all__ = ["ENV_PREFIX", "Settings", "admin_token"]
 
 ENV_PREFIX = "KBSERVER_"
+
+_SECRETS = frozenset({"admin_token", "metrics_token", "control_url"})
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
@@ -82,6 +84,18 @@ class Settings(BaseModel):
     log_level: LogLevel = Field(
         default="INFO", description="log level: DEBUG, INFO, WARNING, ERROR or CRITICAL"
     )
+    control_url: SecretStr | None = Field(
+        default=None,
+        description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB: the PostgreSQL control store several "
+        "nodes share (unset: DATA/control.db, SQLite)",
+    )
+
+    @field_validator("control_url")
+    @classmethod
+    def _postgres(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql://USER@HOST/DB URL")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod
@@ -115,9 +129,8 @@ class Settings(BaseModel):
             first = err.errors()[0]
             name = str(first["loc"][0]) if first["loc"] else ""
             where = source.get(name, name)
-            raise InvalidRequest(
-                f"{where}: {first['msg']} (got {first.get('input')!r})", setting=name
-            ) from None
+            got = "" if name in _SECRETS else f" (got {first.get('input')!r})"  # never echo a secret
+            raise InvalidRequest(f"{where}: {first['msg']}{got}", setting=name) from None
 
     def options(self) -> Options:
         return Options(
@@ -131,6 +144,7 @@ class Settings(BaseModel):
             memory_budget_mb=self.memory_budget_mb,
             embedder=None if self.embedder == "none" else self.embedder,
             keyword_weight=1.0 - self.semantic_weight,
+            control_url=self.control_url.get_secret_value() if self.control_url else None,
         )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from kbserver.control import SqliteControlStore
+from kbserver.control import ControlStore, PostgresControlStore, SqliteControlStore
 from kbserver.core.pool import LeasePool
 from kbserver.services.context import Options, Services
 from kbserver.services.follower import Follower, Sink, SinkDamaged
@@ -22,7 +22,17 @@ from kbserver.store import Repos
 from kbserver.store.feed import Feed
 from kbserver.vectors import QueryCache, load_embedder
 
-__all__ = ["open_services"]
+__all__ = ["open_control", "open_services"]
+
+
+def open_control(data: Path, options: Options) -> ControlStore:
+    """The control store the options select, migrated (PostgreSQL when `control_url` is set).
+
+    Raises Unavailable when the database cannot be reached or its schema is newer than this code.
+    """
+    if options.control_url:
+        return PostgresControlStore(options.control_url)
+    return SqliteControlStore(data / "control.db")
 
 
 def open_services(data: Path, options: Options | None = None, sinks: Sequence[Sink] = ()) -> Services:
@@ -32,6 +42,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     """
     options = options or Options()
     data.mkdir(parents=True, exist_ok=True)
+    control = open_control(data, options)  # first: a node whose control store is unusable starts nothing
     # One least-recently-used pool of open repositories and indexes under the memory budget.
     pool = LeasePool(options.memory_budget_mb * 1024 * 1024)
     repos = Repos(data / "kbs", fsync=options.fsync, pool=pool)
@@ -71,7 +82,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
         vectors.on_damaged = follower.report_damaged
     return Services(
         repos=repos,
-        control=SqliteControlStore(data / "control.db"),
+        control=control,
         search_index=search_index,
         follower=follower,
         progress=progress,

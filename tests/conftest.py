@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from kbserver.services import Services, kbs
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, make_agent
+from tests.pg import PostgresServer, find_bindir
 
 
 @pytest.fixture
@@ -56,3 +58,25 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
     server = LiveServer(tmp_path / "live").start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    """One throwaway PostgreSQL server for the whole run (tests/pg.py); each test takes a database."""
+    bindir = find_bindir()
+    if bindir is None:
+        missing = "PostgreSQL server binaries (initdb, pg_ctl): apt-get install -y postgresql"
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install {missing} (scripts/test does)")
+        pytest.skip(f"needs {missing}")
+    server = PostgresServer(bindir).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres: PostgresServer) -> Iterator[str]:
+    """A fresh PostgreSQL database for this test: its URL (with a password), dropped afterwards."""
+    url = postgres.database()
+    yield url
+    postgres.drop(url)

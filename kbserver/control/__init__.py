@@ -2,9 +2,11 @@
 the retrieval counters of memories.
 
 `ControlStore` is the protocol services use; `SqliteControlStore` implements it in one SQLite file
-(WAL). Sits beside store and index: imports only kbserver.core. Tokens are never stored in clear.
+(WAL), `PostgresControlStore` in a PostgreSQL database several nodes share. Sits beside store and
+index: imports only kbserver.core. Tokens are never stored in clear.
 """
 
+from kbserver.control.postgres import PostgresControlStore, safe_url
 from kbserver.control.rows import (
     PROPOSAL_STATUSES,
     AgentRow,
@@ -26,9 +28,11 @@ __all__ = [
     "IdempotencyRow",
     "KBRow",
     "MemoryAccessRow",
+    "PostgresControlStore",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",
     "SqliteControlStore",
     "hash_token",
+    "safe_url",
 ]

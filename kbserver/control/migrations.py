@@ -9,6 +9,8 @@ from __future__ import annotations
 import sqlite3
 import time
 
+from kbserver.core.errors import Unavailable
+
 __all__ = ["MIGRATIONS", "migrate"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
@@ -166,4 +168,9 @@ def migrate(db: sqlite3.Connection) -> int:
             raise
         db.execute("COMMIT")
     row = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
+    if int(row[0]) > MIGRATIONS[-1][0]:
+        raise Unavailable(
+            f"the control database has schema version {row[0]}, newer than this kbserver knows "
+            f"({MIGRATIONS[-1][0]}); upgrade kbserver on this node"
+        )
     return int(row[0])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,7 +18,10 @@ __all__ = [
     "ProposalRow",
     "ProposalStatus",
     "RunRow",
+    "access_row",
     "hash_token",
+    "kb_row",
+    "proposal_row",
 ]
 
 # `applying`: an approval claimed the proposal and is committing it right now (or died doing so).
@@ -104,3 +108,41 @@ class MemoryAccessRow:
     last_accessed: float | None
     importance: float
     base: float
+
+
+# Rows from a database row read by column name (sqlite3.Row, psycopg's dict_row alike).
+
+
+def access_row(row: Any) -> MemoryAccessRow:
+    return MemoryAccessRow(
+        slug=row["slug"],
+        id=row["id"],
+        access_count=int(row["access_count"]),
+        last_accessed=row["last_accessed"],
+        importance=float(row["importance"]),
+        base=float(row["base"]),
+    )
+
+
+def kb_row(row: Any) -> KBRow:
+    return KBRow(row["slug"], row["description"], row["created"], json.loads(row["limits"]))
+
+
+def proposal_row(row: Any) -> ProposalRow:
+    return ProposalRow(
+        id=row["id"],
+        slug=row["slug"],
+        agent=row["agent"],
+        run_id=row["run_id"],
+        created=row["created"],
+        status=row["status"],
+        base=row["base"],
+        ref_commit=row["ref_commit"],
+        request=json.loads(row["request"]),
+        reason=row["reason"],
+        decided_by=row["decided_by"],
+        decided=row["decided"],
+        version=row["version"],
+        claimed=row["claimed"],
+        fence=row["fence"],
+    )

@@ -20,7 +20,10 @@ from kbserver.control.rows import (
     ProposalRow,
     ProposalStatus,
     RunRow,
+    access_row,
     hash_token,
+    kb_row,
+    proposal_row,
 )
 from kbserver.core.model import Permission
 
@@ -83,10 +86,10 @@ class SqliteControlStore:
 
     def kb(self, slug: str) -> KBRow | None:
         row = self._db().execute("SELECT * FROM kbs WHERE slug = ?", (slug,)).fetchone()
-        return _kb(row) if row else None
+        return kb_row(row) if row else None
 
     def kbs(self) -> list[KBRow]:
-        return [_kb(r) for r in self._db().execute("SELECT * FROM kbs ORDER BY slug")]
+        return [kb_row(r) for r in self._db().execute("SELECT * FROM kbs ORDER BY slug")]
 
     def set_limits(self, slug: str, limits: dict[str, int]) -> None:
         with self._tx() as db:
@@ -199,14 +202,14 @@ class SqliteControlStore:
             .execute("SELECT * FROM proposals WHERE slug = ? AND id = ?", (slug, proposal_id))
             .fetchone()
         )
-        return _proposal(row) if row else None
+        return proposal_row(row) if row else None
 
     def proposals(self, slug: str, status: str | None) -> list[ProposalRow]:
         sql, args = "SELECT * FROM proposals WHERE slug = ?", [slug]
         if status:
             sql += " AND status = ?"
             args.append(status)
-        return [_proposal(r) for r in self._db().execute(sql + " ORDER BY created DESC, id", args)]
+        return [proposal_row(r) for r in self._db().execute(sql + " ORDER BY created DESC, id", args)]
 
     def claim_proposal(self, slug: str, proposal_id: str, by: str) -> int | None:
         with self._tx() as db:
@@ -353,7 +356,7 @@ class SqliteControlStore:
                 f"SELECT * FROM memory_access WHERE slug = ? AND id IN ({','.join('?' * len(chunk))})",
                 (slug, *chunk),
             )
-            found.update((r["id"], _access(r)) for r in rows)
+            found.update((r["id"], access_row(r)) for r in rows)
         return found
 
     def record_memory_access(
@@ -380,38 +383,3 @@ class SqliteControlStore:
                 " ON CONFLICT(slug, id) DO UPDATE SET importance = excluded.importance, base = excluded.base",
                 (slug, memory_id, importance, importance),
             )
-
-
-def _access(row: sqlite3.Row) -> MemoryAccessRow:
-    return MemoryAccessRow(
-        slug=row["slug"],
-        id=row["id"],
-        access_count=int(row["access_count"]),
-        last_accessed=row["last_accessed"],
-        importance=float(row["importance"]),
-        base=float(row["base"]),
-    )
-
-
-def _kb(row: sqlite3.Row) -> KBRow:
-    return KBRow(row["slug"], row["description"], row["created"], json.loads(row["limits"]))
-
-
-def _proposal(row: sqlite3.Row) -> ProposalRow:
-    return ProposalRow(
-        id=row["id"],
-        slug=row["slug"],
-        agent=row["agent"],
-        run_id=row["run_id"],
-        created=row["created"],
-        status=row["status"],
-        base=row["base"],
-        ref_commit=row["ref_commit"],
-        request=json.loads(row["request"]),
-        reason=row["reason"],
-        decided_by=row["decided_by"],
-        decided=row["decided"],
-        version=row["version"],
-        claimed=row["claimed"],
-        fence=row["fence"],
-    )

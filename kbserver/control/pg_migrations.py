@@ -1,0 +1,140 @@
+"""The PostgreSQL schema as numbered migrations, recorded in `schema_migrations` like SQLite's.
+
+Numbers are per backend: PostgreSQL's migration 1 is the whole schema SQLite reached in its six.
+Never edit a migration that has shipped: add the next number. Times are seconds since the epoch in
+double precision (REAL is 4 bytes in PostgreSQL); JSON values are stored as text, as in SQLite.
+"""
+
+from __future__ import annotations
+
+import time
+
+import psycopg
+from psycopg.rows import DictRow
+
+from kbserver.core.errors import Unavailable
+
+__all__ = ["PG_MIGRATIONS", "applied_postgres", "migrate_postgres"]
+
+_MIGRATION_LOCK = 0x6B627376  # pg_advisory_xact_lock key: one node migrates at a time ("kbsv")
+
+PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE kbs (
+                slug TEXT PRIMARY KEY,
+                description TEXT NOT NULL DEFAULT '',
+                created DOUBLE PRECISION NOT NULL,
+                limits TEXT NOT NULL DEFAULT '{}'
+            )""",
+            """CREATE TABLE agents (
+                name TEXT PRIMARY KEY,
+                token_hash TEXT NOT NULL UNIQUE,
+                parent TEXT,
+                tools TEXT NOT NULL DEFAULT 'context',
+                auto_record BOOLEAN NOT NULL DEFAULT FALSE,
+                created DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE links (
+                agent TEXT NOT NULL REFERENCES agents(name) ON DELETE CASCADE,
+                slug TEXT NOT NULL,
+                permission TEXT NOT NULL CHECK (permission IN ('read', 'read_write', 'read_write_ask')),
+                PRIMARY KEY (agent, slug)
+            )""",
+            """CREATE TABLE runs (
+                id TEXT PRIMARY KEY,
+                agent TEXT NOT NULL,
+                created DOUBLE PRECISION NOT NULL,
+                expires DOUBLE PRECISION NOT NULL,
+                interactive BOOLEAN NOT NULL DEFAULT FALSE,
+                mounts TEXT NOT NULL
+            )""",
+            "CREATE INDEX runs_expires ON runs(expires)",
+            """CREATE TABLE proposals (
+                id TEXT PRIMARY KEY,
+                slug TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                run_id TEXT,
+                created DOUBLE PRECISION NOT NULL,
+                status TEXT NOT NULL CHECK (status IN ('pending', 'applying', 'approved', 'rejected')),
+                base TEXT,
+                ref_commit TEXT NOT NULL,
+                request TEXT NOT NULL,
+                reason TEXT,
+                decided_by TEXT,
+                decided DOUBLE PRECISION,
+                version TEXT,
+                claimed DOUBLE PRECISION,
+                fence BIGINT NOT NULL DEFAULT 0
+            )""",
+            "CREATE INDEX proposals_slug ON proposals(slug, status, created)",
+            """CREATE TABLE idempotency (
+                caller TEXT NOT NULL,
+                slug TEXT NOT NULL,
+                key TEXT NOT NULL,
+                body_sha256 TEXT NOT NULL,
+                created DOUBLE PRECISION NOT NULL,
+                status INTEGER,
+                result TEXT,
+                fence BIGINT NOT NULL DEFAULT 0,
+                PRIMARY KEY (caller, slug, key)
+            )""",
+            "CREATE INDEX idempotency_created ON idempotency(created)",
+            """CREATE TABLE reviews (
+                slug TEXT PRIMARY KEY,
+                version TEXT NOT NULL,
+                reviewed_by TEXT NOT NULL,
+                reviewed DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE memory_access (
+                slug TEXT NOT NULL,
+                id TEXT NOT NULL,
+                access_count INTEGER NOT NULL DEFAULT 0,
+                last_accessed DOUBLE PRECISION,
+                importance DOUBLE PRECISION NOT NULL,
+                base DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (slug, id)
+            )""",
+            # counters that never go back, for the fencing tokens of rows that are deleted (keys expire)
+            "CREATE TABLE fences (name TEXT PRIMARY KEY, last BIGINT NOT NULL)",
+        ),
+    ),
+)
+
+
+def migrate_postgres(db: psycopg.Connection[DictRow], where: str) -> None:
+    """Apply the migrations `db` lacks in its current transaction, under an advisory lock so nodes
+    starting together migrate once. Raises Unavailable on a schema newer than this code knows."""
+    db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+    db.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations"
+        " (version INTEGER PRIMARY KEY, applied DOUBLE PRECISION NOT NULL)"
+    )
+    done = _done(db, where)
+    for number, statements in PG_MIGRATIONS:
+        if number not in done:
+            for statement in statements:
+                db.execute(statement)
+            db.execute(
+                "INSERT INTO schema_migrations (version, applied) VALUES (%s, %s)", (number, time.time())
+            )
+
+
+def applied_postgres(db: psycopg.Connection[DictRow], where: str) -> int:
+    """The last migration recorded in `db` (0 before the first); refuses a newer schema."""
+    row = db.execute("SELECT to_regclass('schema_migrations') IS NOT NULL AS found").fetchone()
+    if row is None or not row["found"]:
+        return 0
+    return max(_done(db, where), default=0)
+
+
+def _done(db: psycopg.Connection[DictRow], where: str) -> set[int]:
+    done = {int(r["version"]) for r in db.execute("SELECT version FROM schema_migrations")}
+    known = PG_MIGRATIONS[-1][0]
+    if done and max(done) > known:
+        raise Unavailable(
+            f"the control store {where} has schema version {max(done)}, newer than this kbserver knows "
+            f"({known}); upgrade kbserver on this node"
+        )
+    return done
