@@ -1,6 +1,7 @@
 """The ControlStore protocol: what services need from the control plane, whatever database holds it.
 
-SQLite implements it (`SqliteControlStore`, one file) and PostgreSQL (`PostgresControlStore`, shared by nodes).
+SQLite implements it in one file (`SqliteControlStore`), PostgreSQL for several nodes
+(`PostgresControlStore`).
 Every method is one short transaction, safe to call from several threads and several processes.
 Methods that change a row in a given state are compare-and-set: they return False when the row was
 not in that state, so two processes can never both win.
