@@ -40,6 +40,9 @@ class Settings(BaseModel):
     max_files: int = Field(default=20, ge=1, description="default limit of files per write")
     run_ttl_seconds: float = Field(default=24 * 3600, gt=0, description="how long a run's snapshot lives")
     fsync: bool = Field(default=True, description="fsync objects and refs before acknowledging a write")
+    write_wait_seconds: float = Field(
+        default=30.0, gt=0, description="how long a write waits for a busy KB before answering 503 `busy`"
+    )
     index_poll_seconds: float = Field(
         default=0.01, gt=0, description="how often the follower reads the feed of other processes' commits"
     )
@@ -137,6 +140,7 @@ class Settings(BaseModel):
             limits=Limits(max_file_bytes=self.max_file_bytes, max_files=self.max_files),
             run_ttl_seconds=self.run_ttl_seconds,
             fsync=self.fsync,
+            write_wait_seconds=self.write_wait_seconds,
             index_poll_seconds=self.index_poll_seconds,
             follower_nice=self.follower_nice,
             follower_batch_ms=self.follower_batch_ms,

@@ -45,7 +45,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     control = open_control(data, options)  # first: a node whose control store is unusable starts nothing
     # One least-recently-used pool of open repositories and indexes under the memory budget.
     pool = LeasePool(options.memory_budget_mb * 1024 * 1024)
-    repos = Repos(data / "kbs", fsync=options.fsync, pool=pool)
+    repos = Repos(data / "kbs", fsync=options.fsync, pool=pool, wait=options.write_wait_seconds)
     feed = Feed(data)
     search_index = SearchSink(data / "index", pool)
     followed: dict[str, Sink] = {search_index.name: search_index}

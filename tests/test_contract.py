@@ -32,6 +32,7 @@ CONTRACT_ERRORS = {
     "too_large": 413,
     "secret_detected": 422,
     "approval_unavailable": 403,
+    "busy": 503,
 }
 
 

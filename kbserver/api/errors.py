@@ -8,7 +8,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from kbserver.core.errors import KBError
+from kbserver.core.errors import Busy, KBError
 
 __all__ = ["EXCEPTION_HANDLERS", "error_response"]
 
@@ -26,6 +26,8 @@ _HTTP_CODES = {
 
 def error_response(err: KBError) -> JSONResponse:
     headers = {"WWW-Authenticate": 'Bearer realm="kbserver"'} if err.status == 401 else None
+    if isinstance(err, Busy):
+        headers = {"Retry-After": str(err.retry_after)}
     return JSONResponse({"error": err.to_dict()}, status_code=err.status, headers=headers)
 
 

@@ -8,6 +8,7 @@ __all__ = [
     "AlreadyExists",
     "AmbiguousMatch",
     "ApprovalUnavailable",
+    "Busy",
     "Forbidden",
     "InvalidRequest",
     "KBError",
@@ -93,3 +94,16 @@ class Unavailable(KBError):
     """The KB is busy beyond every retry (another process holds its lock for too long)."""
 
     code, status = "unavailable", 503
+
+
+class Busy(KBError):
+    """A bounded wait ran out (a KB's writer held too long, the control store): retry after a moment.
+
+    `retry_after` (seconds) becomes the HTTP `Retry-After` header and a detail of the error body.
+    """
+
+    code, status = "busy", 503
+
+    def __init__(self, message: str, retry_after: int = 1, **details: object) -> None:
+        super().__init__(message, retry_after=retry_after, **details)
+        self.retry_after = retry_after

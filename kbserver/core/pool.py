@@ -4,6 +4,8 @@ Each kind of value registers how to open, close and weigh it (`LeasePool.kind`).
 again whenever the pool checks its budget, since an open value's caches grow while it is used. A
 leased value is never closed under its user: eviction or `drop` only marks it, and the last lease
 closes it. The values of the name being opened or leased are never the ones evicted for it.
+A value is opened outside the pool's lock (one opener per key, the others wait for it), so opening
+one cold KB never holds up the leases of the others (it stalled them 0.95 s).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class LeasePool:
     budget: int
     _items: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _opening: dict[tuple[str, str], threading.Event] = field(default_factory=dict)  # set once opened
 
     def kind(
         self,
@@ -62,19 +65,40 @@ class LeasePool:
 
     def _acquire(self, kind: Kind[V], name: str, lease: bool) -> _Entry:
         key = (kind.name, name)
-        with self._lock:
-            entry = self._items.get(key)
-            if entry is None:
-                # Opened under the pool lock: one key must never be opened twice (one index writer).
-                entry = _Entry(kind.open_(name), kind)
-                self._items[key] = entry
-            self._items.move_to_end(key)
-            if lease:
-                entry.users += 1
-            doomed = self._evict(keep=name)
+        while True:
+            with self._lock:
+                entry = self._items.get(key)
+                if entry is not None:
+                    doomed = self._use(key, entry, lease)
+                    break
+                opening = self._opening.get(key)
+                if opening is None:
+                    mine = self._opening[key] = threading.Event()  # this thread opens it
+                    break
+            opening.wait()  # another thread opens it (one key is never opened twice: one index writer)
+        if entry is None:
+            try:
+                value = kind.open_(name)  # outside the pool's lock: leases of other keys go on
+            except BaseException:
+                with self._lock:
+                    del self._opening[key]
+                mine.set()  # a waiter tries again (and meets the error itself)
+                raise
+            with self._lock:
+                entry = self._items[key] = _Entry(value, kind)
+                del self._opening[key]
+                doomed = self._use(key, entry, lease)
+            mine.set()
         for victim in doomed:
             victim.kind.close(victim.value)
         return entry
+
+    def _use(self, key: tuple[str, str], entry: _Entry, lease: bool) -> list[_Entry]:
+        """Mark `entry` used (and leased); what to close for the budget. Call with the lock held."""
+        self._items.move_to_end(key)
+        if lease:
+            entry.users += 1
+        return self._evict(keep=key[1])
 
     def _acquire_open(self, kind: Kind[V], name: str) -> _Entry | None:
         with self._lock:
@@ -119,6 +143,12 @@ class LeasePool:
             victim.kind.close(victim.value)
 
     def _drop(self, key: tuple[str, str]) -> None:
+        while True:  # a value being opened is dropped once it is there
+            with self._lock:
+                opening = self._opening.get(key)
+                if opening is None:
+                    break
+            opening.wait()
         with self._lock:
             entry = self._items.pop(key, None)
             if entry is None:

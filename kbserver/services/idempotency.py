@@ -15,7 +15,7 @@ import re
 import time
 from collections.abc import Callable
 
-from kbserver.core.errors import InvalidRequest, Unavailable
+from kbserver.core.errors import Busy, InvalidRequest
 from kbserver.core.model import Caller, WriteRequest, WriteResult
 from kbserver.services.context import Services
 from kbserver.services.models import ProposalAccepted, WriteOutcome
@@ -51,7 +51,7 @@ def once(
     `write` must hand `fence` (the key's reservation) to the writer, which refuses to commit once
     another request took the reservation over.
 
-    Raises InvalidRequest for a malformed key or a key used with another body, Unavailable when the
+    Raises InvalidRequest for a malformed key or a key used with another body, Busy when the
     first write with the key is still running after a minute, and whatever `write` raises.
     """
     if not isinstance(key, str) or not _KEY.match(key):
@@ -79,12 +79,12 @@ def once(
                 return WriteResult.model_validate(held.result)
             return ProposalAccepted.model_validate(held.result)
         if time.monotonic() > deadline:
-            raise Unavailable("the first write with this Idempotency-Key is still running; retry in a moment")
+            raise Busy("the first write with this Idempotency-Key is still running; retry in a moment")
         time.sleep(0.05)
 
     def check() -> None:
         if not services.control.key_fence_current(caller.actor, slug, key, token):
-            raise Unavailable(
+            raise Busy(
                 "this write waited so long that a repeat with its Idempotency-Key took over; "
                 "send the request again to read the result",
                 field="Idempotency-Key",

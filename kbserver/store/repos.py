@@ -17,7 +17,7 @@ from kbserver.core.pool import LeasePool
 from kbserver.store.packing import mark_deltified, repack
 from kbserver.store.repo import KBRepo
 from kbserver.store.verify import verify
-from kbserver.store.writer import CommitPlan, Writer, kb_lock, recover_locks
+from kbserver.store.writer import WAIT_SECONDS, CommitPlan, Writer, kb_lock, recover_locks
 
 __all__ = ["Repos"]
 
@@ -31,9 +31,12 @@ class Repos:
     its packs); the next `get` opens a fresh one with empty caches.
     """
 
-    def __init__(self, root: Path, *, fsync: bool = True, pool: LeasePool | None = None) -> None:
+    def __init__(
+        self, root: Path, *, fsync: bool = True, pool: LeasePool | None = None, wait: float = WAIT_SECONDS
+    ) -> None:
         self.root = root
         self._fsync = fsync
+        self._wait = wait
         root.mkdir(parents=True, exist_ok=True)
         self._pool = pool if pool is not None else LeasePool(1 << 62)
         self._open = self._pool.kind("repo", self._open_repo, _close, _weigh)
@@ -96,7 +99,7 @@ class Repos:
         if not self.exists(slug):
             raise NotFound(f"KB {slug} does not exist", slug=slug)
         repo = KBRepo(str(self.path(slug)))
-        return repo, Writer(repo, fsync=self._fsync)
+        return repo, Writer(repo, fsync=self._fsync, wait=self._wait)
 
     def get(self, slug: str) -> tuple[KBRepo, Writer]:
         """The open repository and writer of `slug`. Raises NotFound."""

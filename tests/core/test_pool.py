@@ -113,3 +113,47 @@ def test_lease_if_open_never_opens() -> None:
         things.drop("a")
         assert closed == []  # still leased
     assert closed == ["a"]
+
+
+def test_opening_a_cold_value_does_not_hold_up_leases_of_others() -> None:
+    """A slow open (a cold KB) runs outside the pool's lock; a second lease of the same key waits
+    for it and shares the one value, and an open that fails lets the next caller try again."""
+    release, started = threading.Event(), threading.Event()
+    opened: list[str] = []
+
+    def open_(key: str) -> Thing:
+        opened.append(key)
+        if key == "cold":
+            started.set()
+            assert release.wait(120), "the test never released the cold open"
+        if key == "broken" and opened.count("broken") == 1:
+            raise OSError("disk hiccup")
+        return Thing(key)
+
+    pool = LeasePool(100)
+    things = pool.kind("thing", open_, lambda t: None)
+    got: dict[str, Thing] = {}
+
+    def lease_cold(n: int) -> None:
+        got[f"cold{n}"] = things.get("cold")
+
+    cold = [threading.Thread(target=lease_cold, args=(n,)) for n in (1, 2)]
+    cold[0].start()
+    assert started.wait(60)
+    cold[1].start()
+    warm = threading.Thread(target=lambda: got.__setitem__("warm", things.get("warm")))
+    warm.start()
+    warm.join(timeout=60)
+    assert not warm.is_alive() and got["warm"].key == "warm"  # while "cold" is still opening
+    assert cold[0].is_alive() and cold[1].is_alive()
+    release.set()
+    for t in cold:
+        t.join(timeout=60)
+        assert not t.is_alive()
+    assert got["cold1"] is got["cold2"] and opened.count("cold") == 1  # opened once, shared
+    try:
+        things.get("broken")
+    except OSError:
+        pass
+    assert things.get("broken").key == "broken" and opened.count("broken") == 2
+    pool.close()

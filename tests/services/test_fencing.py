@@ -140,7 +140,7 @@ def test_a_write_whose_key_was_taken_over_while_it_waited_does_not_commit(
             return db.execute("SELECT 1 FROM idempotency WHERE key = 'key-1'").fetchone() is not None
 
     outcomes = _race_behind_the_lock(services, write, reserved)
-    assert outcomes == ["unavailable", "written"]  # the first hears its key was taken over
+    assert outcomes == ["busy", "written"]  # the first hears its key was taken over
     log = subprocess.run(
         ["git", "log", "--format=%H", f"{head}..main"],
         cwd=services.repos.path("kb"),

@@ -1,0 +1,41 @@
+"""A write to a KB whose writer lock another process holds past `write_wait_seconds`: 503 `busy`
+with `Retry-After`, and nothing changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.helpers import ADMIN_TOKEN, LiveServer, git_fsck
+from tests.store.test_writer_bounds import hold_writer_lock, let_go
+
+AUTH = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[LiveServer]:
+    live = LiveServer(tmp_path / "data", env={"KBSERVER_WRITE_WAIT_SECONDS": "0.5"}).start()
+    yield live
+    live.stop()
+
+
+def test_a_write_to_a_kb_held_elsewhere_is_busy_and_changes_nothing(server: LiveServer) -> None:
+    with httpx.Client(base_url=server.url + "/api/v1", headers=AUTH, timeout=60) as http:
+        assert http.post("/kbs", json={"slug": "notes"}).status_code == 201
+        before = http.get("/kbs/notes/versions").json()["versions"]
+        repo = server.data / "kbs" / "notes.git"
+        holder = hold_writer_lock(repo)
+        try:
+            write = {"files": [{"path": "a.md", "mode": "create", "content": "albatross\n"}]}
+            r = http.post("/kbs/notes/write", json=write)
+            assert r.status_code == 503, r.text
+            assert r.json()["error"]["code"] == "busy" and int(r.headers["Retry-After"]) >= 1
+            assert http.get("/kbs/notes/versions").json()["versions"] == before
+            assert http.get("/kbs/notes/files/a.md").status_code == 404
+        finally:
+            let_go(holder)
+        assert http.post("/kbs/notes/write", json=write).status_code == 200  # free again: it writes
+    git_fsck(repo)
