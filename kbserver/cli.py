@@ -17,7 +17,7 @@ from typing import NoReturn
 
 from kbserver import __version__, logs
 from kbserver.config import Settings, admin_token
-from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unavailable
+from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, NotFound, Unavailable
 from kbserver.services import Services, agents, files, health, kbs, proposals, search
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_control, open_services
@@ -167,7 +167,11 @@ def _agent_create(args: argparse.Namespace) -> int:
     _, services = _services(args)
     tools = [t.strip() for t in args.tools.split(",") if t.strip()] if args.tools else None
     with _closing(services):
-        agent, token = agents.create(services, ADMIN, args.name, args.parent, tools, args.auto_record)
+        try:
+            agent, token = agents.create(services, ADMIN, args.name, args.parent, tools, args.auto_record)
+        except AlreadyExists as err:  # a second run of the README's walkthrough: say how to get a token
+            hint = f"; `kbserver agent token {args.name}` gives it a new token"
+            raise AlreadyExists(err.message + hint, **err.details) from None
     print(f"created agent {agent.name} (tools: {', '.join(agent.tools)}); its token, shown once:")
     print(token)
     return 0

@@ -1,6 +1,6 @@
 """Random corpora and queries for search, and a plain reference model of which files match.
 
-The model knows only the documented query rules (README "Search queries"): a query's unquoted
+The model knows only the documented query rules (docs/architecture.md, "Search queries"): a query's unquoted
 words are ORed with question words dropped unless nothing else is left (a Chinese bigram with a
 function character such as 么 keeps its other character); quoted phrases must
 occur; -word and NOT word exclude; OR, AND and operator characters change nothing. It shares the

@@ -1,4 +1,8 @@
-"""The README's commands are the ones that work: install line, walkthrough, client snippets, exit codes."""
+"""The README's commands are the ones that work: install line, walkthrough, client snippets, exit codes.
+
+And the README stays a user's document: short, no issue numbers or lab notes, every page it links to
+exists (architecture, performance and decisions live in docs/).
+"""
 
 from __future__ import annotations
 
@@ -35,6 +39,39 @@ def test_the_install_line_is_the_contracts() -> None:
     assert "pip install -e . &&" not in README.replace(".venv/bin/pip install -e . &&", "")
 
 
+def test_the_test_command_is_the_contracts() -> None:
+    (line,) = _blocks(_section("Run the tests"), "sh")
+    assert line.strip() == "scripts/test"
+    assert (REPO_ROOT / "scripts" / "test").stat().st_mode & 0o111
+    ci = (REPO_ROOT / ".ci" / "run").read_text().strip().splitlines()
+    assert ci[-1] == "exec scripts/test"  # .ci/run calls exactly it
+
+
+def test_the_readme_is_a_users_document() -> None:
+    assert len(README.splitlines()) <= 440, "README.md is for users: move internals to docs/"
+    for lab_note in (r"\bissue \d+", r"\bround\b", r"\bp95\b", r"\bload \d"):
+        assert not re.search(lab_note, README, re.I), lab_note
+    titles = re.findall(r"^## (.+)$", README, re.M)
+    assert len(titles) == len(set(titles)), titles  # no section twice
+    needed = [
+        "Install and run",
+        "Run the tests",
+        "A first session with curl",
+        "MCP",
+        "Memory tool sets",
+        "Review in the browser",
+        "Command line",
+        "Settings",
+        "Docker",
+        "Running several nodes",
+    ]
+    assert [title for title in needed if title not in titles] == []
+    for link in re.findall(r"\]\(((?:docs/|CHANGELOG)[^)#]*)", README):
+        assert (REPO_ROOT / link).is_file(), link
+    for doc in ("architecture", "performance", "decisions"):
+        assert f"docs/{doc}.md" in README
+
+
 def test_desktop_snippets_use_absolute_paths() -> None:
     mcp = _section("MCP")
     snippets = [json.loads(block) for block in _blocks(mcp, "json")]
@@ -64,8 +101,9 @@ def test_exit_codes_are_documented_as_they_are() -> None:
 @pytest.mark.slow
 def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     """The curl walkthrough, run by bash as it stands (only the port differs), against `serve`
-    started the README's way in the same folder, with a generated admin token."""
-    (script,) = _blocks(_section("A first session with curl"), "sh")
+    started the README's way in the same folder, with a generated admin token; then run again, as a
+    user who comes back would, with the README's way to a new token."""
+    first, again = _blocks(_section("A first session with curl"), "sh")
     port = free_port()
     work = tmp_path / "work"
     (work / ".venv" / "bin").mkdir(parents=True)
@@ -75,6 +113,17 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     (work / ".venv" / "bin" / "activate").write_text(f'export PATH="{kbserver.parent}:$PATH"\n')
     env = {k: v for k, v in os.environ.items() if not k.startswith(("KBSERVER_", "GIT_"))}
     env.update({"PYTHONPATH": str(REPO_ROOT), "GIT_TERMINAL_PROMPT": "0", "HOME": str(tmp_path)})
+
+    def bash(script: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script.replace("8765", str(port))],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
     server = subprocess.Popen(
         [str(kbserver), "serve", "--port", str(port)],
         cwd=work,
@@ -92,24 +141,36 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
         while httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code != 200:
             assert time.monotonic() < deadline
             time.sleep(0.2)
-        proc = subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", script.replace("8765", str(port))],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
+        proc = bash(first)
+        rerun = bash("source .venv/bin/activate\nkbserver agent create bob | tail -n 1")
+        token = bash(f'source .venv/bin/activate\n{again}\necho "$BOB_TOKEN"')
+        kbs = httpx.get(
+            f"http://127.0.0.1:{port}/api/v1/kbs",
+            headers={"Authorization": f"Bearer {token.stdout.strip()}"},
+            timeout=30,
         )
     finally:
         server.terminate()
         server.wait(timeout=60)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    out = proc.stdout
-    assert '"slug":"sample"' in out and '"path":"README.md"' in out
-    assert '"versions":[' in out and '"hits":[' in out
-    assert re.search(r'^kbserver_commits_total\{kb="sample"\} 3\.0$', out, re.M), out
-    cloned = (work / "sample" / "log" / "2026-11.md").read_text()
-    assert "Deploy v1.9" in cloned  # bob's write, read back through git clone
+    answers = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith(("{", "["))]
+    listing, readme, write, index, found, versions = answers
+    assert [kb["slug"] for kb in listing] == ["sample"] and readme["path"] == "README.md"
+    assert index["covered"] is True and index["indexed_version"] == write["version"]
+    assert found["version"] == write["version"]  # the search saw bob's write
+    assert found["hits"][0]["path"] == "log/2026-11.md", found
+    assert versions["versions"][0]["version"] == write["version"]
+    assert re.search(r'^kbserver_commits_total\{kb="sample"\} 3\.0$', proc.stdout, re.M), proc.stdout
+    clone = tmp_path / "kb-sample"  # ~/kb-sample: outside the checkout
+    assert "Deploy v1.9" in (clone / "log" / "2026-11.md").read_text()  # bob's write, read back by git
+    assert not (work / "sample").exists()
+    assert token.stdout.strip() and token.stdout.strip() not in (clone / ".git" / "config").read_text()
+    assert "extraheader" not in (clone / ".git" / "config").read_text().lower()
+    # Run again: `agent create bob` says so and how to get a token, and the README's line gets one.
+    assert rerun.returncode == 1 and rerun.stdout == ""
+    assert "error: already_exists: " in rerun.stderr and "kbserver agent token bob" in rerun.stderr
+    assert token.returncode == 0 and token.stdout.strip().startswith("kbs_"), token.stderr
+    assert kbs.status_code == 200 and [kb["slug"] for kb in kbs.json()] == ["sample"]
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """`query_index` and `recall_raw` (typed tool set, over MCP) agree with a plain reference model.
 
-The model knows only the documented rules (README "typed"): a query's words (latin words folded,
+The model knows only the documented rules (docs/reference.md, "typed"): a query's words (latin words folded,
 CJK as bigrams, question and common words dropped unless nothing else is left) are looked for in a
 record's label, names and summary (a day's summary, diary and facts); a latin word matches whole
 words only (a plural s aside), a CJK term anywhere in CJK text; query_index filters by `types`,
