@@ -1,26 +1,24 @@
-"""Making writes durable: one syncfs(2) per flush where Linux offers it, else fsync file by file."""
+"""Making writes durable: fsync of exactly what a commit wrote (its files, then their folders).
+
+As git's `core.fsync` does, never `syncfs`: syncfs flushes the whole file system, so one commit
+paid for everyone else's dirty data there (30 ms more with 48 MB of another program's writes),
+and on shared storage (NFS, CephFS, EFS) "everyone" is every node. The fsyncs of one flush are
+issued together from a few threads: a journaling file system commits them as one transaction,
+so a batch of commits still pays for durability about once.
+"""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import os
+import threading
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 __all__ = ["fsync_path", "sync_files"]
 
-
-def _load_syncfs() -> ctypes._NamedFuncPointer | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        return ctypes.CDLL(name, use_errno=True).syncfs
-    except (OSError, AttributeError):  # not Linux, or a libc without syncfs
-        return None
-
-
-_SYNCFS = _load_syncfs()
+_THREADS = 8
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
 
 
 def fsync_path(path: str) -> None:
@@ -32,26 +30,44 @@ def fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def sync_files(anchor: str, paths: Iterable[str]) -> None:
-    """Make `paths` (files and the folders holding them) durable.
+def _fsync_present(path: str) -> None:
+    try:
+        fsync_path(path)
+    except FileNotFoundError:  # a loose object that a repack packed meanwhile (made durable there)
+        pass
 
-    With syncfs(2) this is one call for the whole file system of `anchor`, whatever the number of
-    files: the shared flush that lets a batch of commits (group commit) pay for durability once.
-    Measured here: 11 files 0.5 ms with syncfs against 4.0 ms with one fsync per file and folder.
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="kbserver-fsync")
+        return _pool
+
+
+def _all(paths: list[str]) -> None:
+    """fsync `paths` at once (one after another when there are only one or two)."""
+    if len(paths) <= 2:
+        for path in paths:
+            _fsync_present(path)
+        return
+    for future in [_executor().submit(_fsync_present, path) for path in paths]:
+        future.result()  # re-raises an I/O error
+
+
+def sync_files(anchor: str, paths: Iterable[str]) -> None:
+    """Make `paths` (files under the repository `anchor`) and their folders durable.
+
+    The files first, then each folder holding one, and for an object's `objects/xx` folder, which
+    the commit may have created, `objects` too: a new name is durable once its folder is.
     """
-    if _SYNCFS is not None:
-        fd = os.open(anchor, os.O_RDONLY)
-        try:
-            if _SYNCFS(fd) == 0:
-                return
-        finally:
-            os.close(fd)
-    folders = set()
-    for path in paths:
-        try:
-            fsync_path(path)
-        except FileNotFoundError:  # a loose object that a repack packed meanwhile (made durable there)
-            continue
-        folders.add(os.path.dirname(path))
-    for folder in folders:
-        fsync_path(folder)
+    files = list(dict.fromkeys(paths))
+    _all(files)
+    folders: dict[str, None] = {}
+    objects = os.path.join(anchor, "objects")
+    for path in files:
+        folder = os.path.dirname(path)
+        folders[folder] = None
+        if os.path.dirname(folder) == objects:
+            folders[objects] = None
+    _all([f for f in folders if os.path.isdir(f)])

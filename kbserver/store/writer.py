@@ -345,7 +345,7 @@ class Writer:
         return commit.id.decode(), root.id, objects
 
     def _flush(self, objects: list[bytes], also: Sequence[str] = ()) -> None:
-        """Make the loose `objects` (and the files `also`) durable: one syncfs where Linux has it."""
+        """Make the loose `objects` (and the files `also`) durable: fsync of them and their folders."""
         base = os.path.join(self._repo.path, "objects")
         paths = [os.path.join(base, sha.decode()[:2], sha.decode()[2:]) for sha in objects]
         paths = [p for p in paths if os.path.exists(p)]  # packed ones need nothing

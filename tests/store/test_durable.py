@@ -1,0 +1,43 @@
+"""A commit fsyncs what it wrote, as git's core.fsync does: its objects, their folders, the ref and
+its folder; never the whole file system (syncfs) and nothing of anyone else's."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from kbserver.store import CommitPlan, Repos, durable
+from tests.helpers import git_fsck
+
+AUTHOR = "agent:test <test@kbserver.invalid>"
+
+
+def test_a_commit_fsyncs_its_objects_their_folders_and_the_ref(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repos = Repos(tmp_path / "kbs")
+    repos.create("demo", b"# Demo\n", AUTHOR, "create KB demo")
+    other = tmp_path / "someone-else.bin"
+    other.write_bytes(b"x" * 4096)  # dirty data of another program on the same file system
+    synced: list[str] = []
+    real = durable.fsync_path
+    monkeypatch.setattr(durable, "fsync_path", lambda p: (synced.append(os.path.realpath(p)), real(p))[1])
+    repo, writer = repos.get("demo")
+    version, _, _ = writer.submit(lambda _tip: CommitPlan({"a/b.md": b"bee\n"}, "write", AUTHOR))
+    root = os.path.realpath(repos.path("demo"))
+    objects = os.path.join(root, "objects")
+    commit = repo.git[version.encode()]
+    tree = repo.git[commit.tree]  # type: ignore[attr-defined]
+    blob = repo.view(version).read("a/b.md")
+    assert blob == b"bee\n"
+    for sha in (version, commit.tree.decode(), tree[b"a"][1].decode()):  # type: ignore[attr-defined]
+        path = os.path.join(objects, sha[:2], sha[2:])
+        assert path in synced and os.path.dirname(path) in synced, sha
+    assert objects in synced  # an objects/xx folder may be new: its name is in `objects`
+    heads = os.path.join(root, "refs", "heads")
+    assert os.path.join(heads, "main.lock") in synced and heads in synced  # the ref, then its folder
+    assert all(p.startswith(root) for p in synced)  # nothing outside the repository
+    assert str(other) not in synced
+    git_fsck(repos.path("demo"))
