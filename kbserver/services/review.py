@@ -33,6 +33,7 @@ __all__ = [
     "history",
     "mark",
     "overview",
+    "require_reviewer",
     "status",
     "undo",
 ]
@@ -114,7 +115,7 @@ def _changed_in(repo: Repository, tip: Files, path: str) -> str | None:
     return next(iter(repo.path_history(tip.version, path)), None)
 
 
-def _admin(services: Services, caller: Caller, slug: str) -> None:
+def require_reviewer(services: Services, caller: Caller, slug: str) -> None:
     require_read(services, caller, slug)
     if not caller.is_admin:
         raise Forbidden("only the admin reviews a KB's versions")
@@ -123,7 +124,7 @@ def _admin(services: Services, caller: Caller, slug: str) -> None:
 def status(services: Services, caller: Caller, slug: str) -> ReviewStatus:
     """The marker and the agent writes and approvals after the marker,
     newest first (at most MAX_UNREVIEWED; `more` is true past that). Raises NotFound, Forbidden."""
-    _admin(services, caller, slug)
+    require_reviewer(services, caller, slug)
     repo = services.repos.repo(slug)
     reviewed = services.control.reviewed(slug)
     head = repo.head()
@@ -147,7 +148,7 @@ def mark(services: Services, caller: Caller, slug: str, version: str) -> ReviewS
 
     Raises NotFound, Forbidden, InvalidRequest.
     """
-    _admin(services, caller, slug)
+    require_reviewer(services, caller, slug)
     repo = services.repos.repo(slug)
     target = repo.resolve(version)
     services.control.set_reviewed(slug, target, caller.actor)

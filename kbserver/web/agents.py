@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from kbserver.services import agents, kbs
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, call, render, see_other, services_of
+from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["agents_page", "create", "delete", "link", "rotate", "unlink"]
@@ -53,14 +53,18 @@ async def rotate(request: Request) -> Response:
 
 async def delete(request: Request) -> Response:
     await admin_form(request)
-    await call(agents.delete, services_of(request), ADMIN, str(request.path_params["name"]))
+    name = str(request.path_params["name"])
+    await call(agents.delete, services_of(request), ADMIN, name)
+    flash(request, f"Deleted agent {name}: its token no longer works.")
     return see_other("/admin/agents")
 
 
 async def link(request: Request) -> Response:
     form = await admin_form(request)
     name = str(request.path_params["name"])
-    await call(agents.link, services_of(request), ADMIN, name, form.get("kb", ""), form.get("permission", ""))
+    kb, permission = form.get("kb", ""), form.get("permission", "")
+    await call(agents.link, services_of(request), ADMIN, name, kb, permission)
+    flash(request, f"Linked {name} to {kb} with permission {permission}.")
     return see_other("/admin/agents")
 
 
@@ -68,4 +72,5 @@ async def unlink(request: Request) -> Response:
     await admin_form(request)
     p = request.path_params
     await call(agents.unlink, services_of(request), ADMIN, str(p["name"]), str(p["slug"]))
+    flash(request, f"Removed the link of {p['name']} to {p['slug']}: it no longer reaches that KB.")
     return see_other("/admin/agents")

@@ -10,7 +10,7 @@ from kbserver.core.errors import KBError, Stale
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, WriteRequest, WriteResult
 from kbserver.services import files, kbs, review, writes
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, call, file_url, render, see_other, services_of
+from kbserver.web.page import admin_form, call, file_url, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["delete", "delete_page", "edit_page", "new_page", "publish"]
@@ -84,6 +84,7 @@ async def publish(request: Request) -> Response:
         await call(kbs.describe, services, ADMIN, slug)  # an unknown KB is a 404 page, not a form
         return render(request, "edit.html", err.status, **again, new=not expected, error=err)
     if isinstance(result, WriteResult):
+        flash(request, f"Published {path} as a new human edit.", slug, result.version)
         return see_other(f"/admin/kbs/{slug}/versions/{result.version}")
     return see_other(file_url(slug, path))
 
@@ -114,8 +115,10 @@ async def delete(request: Request) -> Response:
     except ValueError as err:
         return render(request, "error.html", 400, error=_Plain(err), slug=slug)
     try:
-        await call(writes.submit, services, ADMIN, slug, req)
+        result = await call(writes.submit, services, ADMIN, slug, req)
     except Stale as err:
         found = await call(files.read, services, ADMIN, slug, path)
         return render(request, "delete.html", 409, slug=slug, path=path, file=found, error=err)
+    made = result.version if isinstance(result, WriteResult) else None
+    flash(request, f"Deleted {path}; the history keeps it and Revert brings it back.", slug, made)
     return see_other(f"/admin/kbs/{slug}")

@@ -10,7 +10,7 @@ from starlette.responses import Response
 from kbserver.core.errors import InvalidRequest
 from kbserver.services import kbs, review, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import KINDS, admin_form, call, expand, render, see_other, services_of
+from kbserver.web.page import KINDS, admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["compare_form", "revert", "version_page", "versions_page"]
@@ -85,4 +85,10 @@ async def revert(request: Request) -> Response:
     slug, services = _slug(request), services_of(request)
     version = await expand(request, slug, str(request.path_params["version"]))
     result = await call(versions.revert, services, ADMIN, slug, version, form.get("message") or None)
+    flash(
+        request,
+        f"Reverted: the files are as in version {version[:12]} again, in a new revert version.",
+        slug,
+        result.version,
+    )
     return see_other(f"/admin/kbs/{slug}/versions/{result.version}")

@@ -1,19 +1,23 @@
-"""The review inbox: agent writes since the "reviewed up to" marker, Undo, Mark reviewed."""
+"""The review inbox: agent writes since the "reviewed up to" marker, grouped; Undo, Mark reviewed."""
 
 from __future__ import annotations
+
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core.errors import Stale
-from kbserver.services import kbs, review, versions
+from kbserver.services import inbox, review, versions
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, call, expand, render, see_other, services_of
+from kbserver.services.models import VersionDetail
+from kbserver.web.page import admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["SHOWN", "mark_reviewed", "review_page", "undo"]
 
 SHOWN = 50  # writes shown (with their diffs) on one review page
+_FILTERS = ("agent", "prefix", "kind")
 
 
 def _slug(request: Request) -> str:
@@ -23,41 +27,75 @@ def _slug(request: Request) -> str:
 async def review_page(request: Request) -> Response:
     require_admin(request)
     slug, services = _slug(request), services_of(request)
-    kb = await call(kbs.describe, services, ADMIN, slug)
-    status = await call(review.status, services, ADMIN, slug)
-    unreviewed = list(status.unreviewed)
-    shown = unreviewed[-SHOWN:]  # the oldest ones first, when there are many
-    writes = [await call(versions.get, services, ADMIN, slug, v.version) for v in shown]
-    # Mark reviewed moves the marker up to what this page showed: the head it loaded when every
-    # unreviewed write is on it (later human edits need no review), else the newest write shown.
-    whole = len(shown) == len(unreviewed) and not status.more
-    up_to = kb.head if whole else shown[0].version
+    q = {k: request.query_params.get(k, "").strip() for k in _FILTERS}
+    found = await call(
+        inbox.inbox, services, ADMIN, slug, q["agent"] or None, q["prefix"] or None, q["kind"] or None, SHOWN
+    )
+    details: dict[str, VersionDetail] = {}
+    for group in found.groups:
+        for item in group.items:
+            details[item.version.version] = await call(
+                versions.get, services, ADMIN, slug, item.version.version
+            )
+    filters = {k: v for k, v in q.items() if v}
     return render(
         request,
         "review.html",
         slug=slug,
-        marker=status,
-        writes=writes,
-        up_to=up_to,
-        hidden=len(unreviewed) - len(shown),
+        found=found,
+        details=details,
+        filters=filters,
+        back=f"/admin/kbs/{slug}/review" + (f"?{urlencode(filters)}" if filters else ""),
+        agent=q["agent"],
+        prefix=q["prefix"],
+        kind=q["kind"],
     )
+
+
+def _back(form: dict[str, str], slug: str) -> str:
+    """The review page the form came from (its filters kept), never another site."""
+    back = form.get("back", "")
+    return back if back.startswith(f"/admin/kbs/{slug}/review") else f"/admin/kbs/{slug}/review"
 
 
 async def undo(request: Request) -> Response:
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
     version = await expand(request, slug, str(request.path_params["version"]))
+    if form.get("confirm") == "ask":  # the review page's Undo: show what it would do first
+        target = await call(versions.get, services, ADMIN, slug, version)
+        return render(request, "undo_confirm.html", slug=slug, v=target, back=_back(form, slug))
     try:
         result = await call(review.undo, services, ADMIN, slug, version, form.get("message") or None)
     except Stale as err:
         target = await call(versions.get, services, ADMIN, slug, version)
         return render(request, "undo_conflict.html", 409, slug=slug, v=target, error=err)
-    return see_other(f"/admin/kbs/{slug}/versions/{result.version}")
+    flash(
+        request,
+        f"Undid version {version[:12]}: its files are back as they were before it, in a new revert version.",
+        slug,
+        result.version,
+    )
+    return see_other(
+        _back(form, slug) if form.get("back") else f"/admin/kbs/{slug}/versions/{result.version}"
+    )
 
 
 async def mark_reviewed(request: Request) -> Response:
     form = await admin_form(request)
     slug = _slug(request)
     version = await expand(request, slug, form.get("version", ""))
-    await call(review.mark, services_of(request), ADMIN, slug, version)
-    return see_other(f"/admin/kbs/{slug}/review")
+    status = await call(review.mark, services_of(request), ADMIN, slug, version)
+    left = len(status.unreviewed)
+    flash(
+        request,
+        f"Marked reviewed up to version {version[:12]}; "
+        + (
+            f"{left}{'+' if status.more else ''} agent write{'' if left == 1 else 's'} left to review."
+            if left
+            else "nothing is left to review."
+        ),
+        slug,
+        version,
+    )
+    return see_other(_back(form, slug))

@@ -27,6 +27,7 @@ __all__ = [
     "call",
     "expand",
     "file_url",
+    "flash",
     "login_form",
     "render",
     "see_other",
@@ -92,13 +93,20 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
     has_session = "session" in request.scope  # not on the last-resort 500 page, outside the middleware
     token = csrf_token(request) if has_session else ""
     context.setdefault("slug", None)
+    done = request.session.pop("flash", None) if has_session else None
     html = _ENV.get_template(template).render(
+        flash=done if isinstance(done, dict) else None,
         csrf=token,
         csrf_input=Markup('<input type="hidden" name="csrf" value="{}">').format(token),
         logged_in=has_session and "sid" in request.session,
         **context,
     )
     return HTMLResponse(html, status_code=status)
+
+
+def flash(request: Request, text: str, slug: str | None = None, version: str | None = None) -> None:
+    """A message for the next page this session shows: what an action did and the version it made."""
+    request.session["flash"] = {"text": text, "slug": slug, "version": version}
 
 
 def see_other(url: str) -> RedirectResponse:

@@ -8,7 +8,7 @@ from starlette.responses import Response
 from kbserver.core.errors import KBError
 from kbserver.services import kbs, proposals
 from kbserver.services.auth import ADMIN
-from kbserver.web.page import admin_form, call, render, see_other, services_of
+from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
 __all__ = ["approve", "proposals_page", "reject"]
@@ -53,6 +53,12 @@ async def approve(request: Request) -> Response:
         if err.status == 404:
             raise
         return await _page(request, err.status, err, pid)
+    flash(
+        request,
+        f"Approved proposal {pid}: its change is on main as a new approval version.",
+        slug,
+        result.version,
+    )
     return see_other(f"/admin/kbs/{slug}/versions/{result.version}")
 
 
@@ -61,4 +67,6 @@ async def reject(request: Request) -> Response:
     slug, pid = _slug(request), str(request.path_params["proposal"])
     reason = form.get("reason", "").strip() or None
     await call(proposals.reject, services_of(request), ADMIN, slug, pid, reason)
+    told = "the agent can read your reason" if reason else "no reason given"
+    flash(request, f"Rejected proposal {pid}; nothing changed on main ({told}).", slug)
     return see_other(f"/admin/kbs/{slug}/proposals")

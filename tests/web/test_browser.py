@@ -87,14 +87,22 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     page.locator("article.write", has=page.locator(f'a[href$="{wrong}"]')).get_by_role(
         "button", name="Undo", exact=True
     ).click()
-    page.wait_for_url(re.compile(r".*/versions/[0-9a-f]{40}$"))
-    assert page.locator("h1 .label").inner_text() == "revert"
+    assert page.get_by_role("heading", name=re.compile("Undo version")).is_visible()  # asks first
+    assert api.content(slug, "b.md") == "invented\n" and page.locator("tr.add").count() == 1
+    admin_tab.button("Undo").click()
+    page.wait_for_url(re.compile(r".*/review$"))
+    done = page.get_by_role("status").filter(has_text="Undid version")
+    undo_version = api.head(slug)
+    assert done.get_by_role("link").get_attribute("href").endswith(f"/versions/{undo_version}")
     assert api.content(slug, "b.md") is None and api.content(slug, "a.md") == "two\n"
+    undone = page.locator("article.write.undone")  # still to review, marked, with no second Undo
+    assert undone.count() == 1 and undone.get_by_role("button", name="Undo", exact=True).count() == 0
+    assert undone.locator(f'a[href$="/versions/{undo_version}"]').count() == 1
     before = api.head(slug)
-    admin_tab.go(f"/admin/kbs/{slug}/review")
     page.locator("article.write", has=page.locator(f'a[href$="/versions/{first}"]')).get_by_role(
         "button", name="Undo", exact=True
     ).click()
+    admin_tab.button("Undo").click()
     alert = page.get_by_role("alert")
     assert "a.md" in alert.inner_text() and "changed again" in alert.inner_text()
     assert page.locator(f'main a[href$="/versions/{later}"]').count() >= 1  # names the later change
@@ -103,6 +111,7 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     admin_tab.button("Mark reviewed").click()
     page.wait_for_url(re.compile(r".*/review$"))
     assert page.get_by_text("Nothing to review").is_visible()
+    assert "nothing is left to review" in page.get_by_role("status").inner_text()
     assert api.call("GET", f"/kbs/{slug}/review")["unreviewed"] == []
     admin_tab.go("/admin/")
     card = page.locator(".card", has=page.get_by_role("link", name=slug, exact=True))

@@ -344,3 +344,27 @@ def test_delete_asks_first_and_never_deletes_a_changed_file(
     head = services.repos.repo(kb).head()
     assert head and services.repos.repo(kb).view(head).read("a.md") is None
     assert "human edit" in client.get(f"/admin/kbs/notes/versions/{head}").text
+
+
+def test_undo_asks_first_and_the_way_back_stays_in_the_review(
+    web: tuple[TestClient, str], services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    client, csrf = web
+    bob = caller_for(services, "bob")
+    change = Create(mode="create", path="undo-me.md", content="x\n")
+    made = writes.submit(services, bob, kb, WriteRequest(files=[change])).version  # type: ignore[union-attr]
+    before = state(services, kb)
+    r = client.post(f"/admin/kbs/notes/versions/{made}/undo", data={"csrf": csrf, "confirm": "ask"})
+    assert r.status_code == 200 and "Undo version" in r.text and state(services, kb) == before
+    for back in ("https://evil.invalid/", "//evil.invalid/admin/kbs/notes/review", "/admin/agents"):
+        form = {"csrf": csrf, "version": made, "back": back}
+        r = client.post("/admin/kbs/notes/review", data=form, follow_redirects=False)
+        assert r.status_code == 303 and r.headers["location"] == "/admin/kbs/notes/review", back
+    r = client.post(
+        f"/admin/kbs/notes/versions/{made[:10]}/undo",
+        data={"csrf": csrf, "back": "/admin/kbs/notes/review?agent=agent%3Abob"},
+        follow_redirects=False,
+    )
+    assert r.status_code == 303 and r.headers["location"] == "/admin/kbs/notes/review?agent=agent%3Abob"
+    assert services.repos.repo(kb).view(services.repos.repo(kb).head()).read("undo-me.md") is None
+    assert "Undid version" in client.get(r.headers["location"]).text

@@ -1,0 +1,111 @@
+"""The review inbox: unreviewed agent writes filtered, grouped by agent and run, undone ones marked."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kbserver.core.errors import InvalidRequest
+from kbserver.core.model import Caller, VersionInfo
+from kbserver.core.paths import check_prefix
+from kbserver.services.context import Services
+from kbserver.services.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
+from kbserver.services.versions import info
+
+__all__ = ["Inbox", "InboxGroup", "InboxItem", "inbox"]
+
+
+@dataclass
+class InboxItem:
+    """One unreviewed write and, when a later version undid it, that version."""
+
+    version: VersionInfo
+    undone_by: str | None = None
+
+
+@dataclass
+class InboxGroup:
+    """Consecutive-or-not writes of one agent in one run (run None: writes outside a run)."""
+
+    author: str
+    run: str | None
+    items: list[InboxItem] = field(default_factory=list)
+
+
+@dataclass
+class Inbox:
+    """What the review page shows: the marker, the groups (newest first) and what the filters hid."""
+
+    reviewed: str | None
+    head: str | None
+    groups: list[InboxGroup]
+    shown: int  # writes in `groups`
+    matching: int  # writes the filters keep (`shown` are the oldest of them)
+    total: int  # unreviewed writes, filters aside
+    more: bool  # more than MAX_UNREVIEWED unreviewed writes exist
+    authors: list[str]  # every author of an unreviewed write, for the agent filter
+    up_to: str | None  # where Mark reviewed moves the marker: everything the page shows is then reviewed
+
+
+def inbox(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    author: str | None = None,
+    prefix: str | None = None,
+    kind: str | None = None,
+    shown: int = 50,
+) -> Inbox:
+    """The unreviewed writes after the marker that match `author`, a path `prefix` and `kind`, the
+    oldest `shown` of them grouped by author and run, each undone one with the version that undid it.
+
+    Raises NotFound, Forbidden, InvalidRequest.
+    """
+    require_reviewer(services, caller, slug)
+    if kind and kind not in REVIEWED_KINDS:
+        raise InvalidRequest(f"kind must be one of {', '.join(REVIEWED_KINDS)}", kind=kind)
+    prefix = check_prefix(prefix) if prefix else None
+    repo = services.repos.repo(slug)
+    reviewed, head = services.control.reviewed(slug), repo.head()
+    writes: list[VersionInfo] = []
+    undone: dict[str, str] = {}
+    more = False
+    if head is not None:
+        for v in repo.first_parents(head):
+            if v == reviewed:
+                break
+            c = repo.commit_info(v)
+            target = c.trailers.get("Kb-Undo")
+            if target and target not in undone:
+                undone[target] = v
+            if c.trailers.get("Kb-Kind") in REVIEWED_KINDS:
+                if len(writes) == MAX_UNREVIEWED:
+                    more = True
+                    break
+                writes.append(info(repo, v))
+    matching = [
+        w
+        for w in writes
+        if (not author or w.author == author)
+        and (not kind or w.kind == kind)
+        and (not prefix or any(p.startswith(prefix) for p in w.paths))
+    ]
+    page = matching[-shown:] if shown else []
+    groups: dict[tuple[str, str | None], InboxGroup] = {}
+    for w in page:
+        group = groups.setdefault((w.author, w.run), InboxGroup(w.author, w.run))
+        group.items.append(InboxItem(w, undone.get(w.version)))
+    # Mark reviewed covers what the page shows: the head when it shows every unreviewed write (later
+    # human edits need no review), else the newest write shown.
+    whole = len(page) == len(writes) and not more
+    up_to = head if whole and page else (page[0].version if page else None)
+    return Inbox(
+        reviewed=reviewed,
+        head=head,
+        groups=list(groups.values()),
+        shown=len(page),
+        matching=len(matching),
+        total=len(writes),
+        more=more,
+        authors=sorted({w.author for w in writes}),
+        up_to=up_to,
+    )
