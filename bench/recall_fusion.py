@@ -1,0 +1,61 @@
+"""Fusion variants for bench/recall_public.py: the pieces memory_search fuses, read once, fused many ways.
+
+For each question: the keyword candidates with their word coverage (services.search.candidates)
+and the semantic ranking with the keyword candidates' cosines and the floor (services.semantic.
+ranked), exactly as memory_search reads them; then kbserver.services.hybrid.fuse under each
+variant. `split` scores the variants on the odd and the even conversations apart, so a weight
+chosen on one half is judged on the other (a held-out check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kbserver.core.model import Caller
+from kbserver.dialects.memory_records import FOLDER
+from kbserver.services import search as search_service
+from kbserver.services import semantic
+from kbserver.services.context import Services
+from kbserver.services.hybrid import Fusion, Ranked, fuse
+
+CANDIDATES = 100  # as memory_search (kbserver.dialects.memory._CANDIDATES)
+
+
+@dataclass(frozen=True)
+class Pieces:
+    keyword: list[Ranked]
+    meaning: list[Ranked]
+    floor: float | None
+    coverage: dict[str, float]
+
+
+Variant = Callable[[Pieces], list[Ranked]]
+
+
+def read(services: Services, caller: Caller, slug: str, question: str) -> Pieces:
+    found = search_service.candidates(services, caller, slug, question, limit=CANDIDATES, prefix=FOLDER)
+    ranking = semantic.ranked(
+        services, caller, slug, question, limit=CANDIDATES, prefix=FOLDER, include=[c.path for c in found]
+    )
+    return Pieces(
+        [Ranked(c.path, c.score) for c in found],
+        [Ranked(h.path, h.score) for h in ranking.hits],
+        ranking.floor,
+        {c.path: c.coverage for c in found},
+    )
+
+
+def _fused(fusion: Fusion) -> Variant:
+    return lambda p: fuse(p.keyword, p.meaning, fusion, semantic_floor=p.floor, coverage=p.coverage)
+
+
+def variants(weights: Sequence[float]) -> dict[str, Variant]:
+    out: dict[str, Variant] = {}
+    for w in weights:
+        out[f"coverage w={w:g}"] = _fused(Fusion(method="coverage", keyword_weight=w))
+    for w in weights:
+        out[f"convex w={w:g}"] = _fused(Fusion(method="convex", keyword_weight=w))
+    for k in (10.0, 60.0):
+        out[f"rrf k={k:g}"] = _fused(Fusion(method="rrf", rrf_k=k))
+    return out

