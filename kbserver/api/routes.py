@@ -131,6 +131,8 @@ async def mark_reviewed(request: Request) -> Response:
 async def search_kb(request: Request) -> Response:
     who = await caller(request)
     q = query(request, s.SearchQuery)
+    if q.wait_for is not None:  # read your own writes: the answer's `version` says what was searched
+        await search.wait_indexed(services_of(request), who, _slug(request), q.wait_for, q.timeout)
     out = await call(
         search.query, services_of(request), who, _slug(request), q.q, q.limit, q.offset, q.prefix
     )

@@ -124,6 +124,10 @@ class SearchQuery(_In):
     limit: int = Field(default=10, ge=1, le=100)
     offset: int = Field(default=0, ge=0)
     prefix: str | None = None
+    wait_for: Version | None = Field(
+        default=None, description="search once the index covers this version (a write's `version`)"
+    )
+    timeout: float = Field(default=10.0, ge=0, le=60, description="seconds to wait for `wait_for` at most")
 
 
 class IndexQuery(_In):

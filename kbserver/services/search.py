@@ -24,6 +24,7 @@ __all__ = [
     "status",
     "status_after",
     "wait_for",
+    "wait_indexed",
 ]
 
 MAX_LIMIT = 100
@@ -171,6 +172,13 @@ async def wait_for(
 
     resolved = await asyncio.to_thread(check)
     return await services.progress.wait(slug, resolved, timeout, sinks)
+
+
+async def wait_indexed(services: Services, caller: Caller, slug: str, version: str, timeout: float) -> bool:
+    """Wait, holding no thread, until the search index covers `version` (False after `timeout` s):
+    a search that follows sees the caller's own write. Raises NotFound (a version not on main, at
+    once), InvalidRequest."""
+    return await wait_for(services, caller, slug, version, timeout, [INDEX_SINK])
 
 
 async def status_after(
