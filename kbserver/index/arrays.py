@@ -31,11 +31,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 from whoosh import query as q
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN, W3LeafMatcher
+from whoosh.codec.whoosh3 import W3LeafMatcher
 from whoosh.matching import FilterMatcher, IntersectionMatcher, RequireMatcher, UnionMatcher, WrappingMatcher
 from whoosh.matching.mcore import NullMatcherClass
 from whoosh.util.numeric import byte_to_length
 
+from kbserver.index import private
 from kbserver.index.collect import _DIGITS
 from kbserver.index.scoring import LiveStats, _Scorer
 
@@ -70,11 +71,11 @@ class _Leaf:
         """The length of `field` Whoosh scores each document with (None: no length column, 1)."""
         key = (self._sid, "lengths", field)
         if key not in self._memo:
-            column = self.reader._perdoc._cached_reader(f"_{field}_len", LENGTHS_COLUMN)
+            column = private.length_column(self.reader, field)
             if column is None:
                 self._memo[key] = None
             else:
-                raw = column._dbfile.get(column._basepos, column._count)  # one byte per document
+                raw = private.column_bytes(column)  # one byte per document
                 self._memo[key] = _LENGTHS[np.frombuffer(raw, dtype=np.uint8)]
         value: Scores | None = self._memo[key]
         return value
@@ -101,7 +102,7 @@ class _Leaf:
         key = (self._sid, "postings", field, text)
         found = self._memo.get(key)
         if found is None:
-            found = _read_postings(self.reader._terms.matcher(field, text, self.reader.schema[field].format))
+            found = _read_postings(private.raw_matcher(self.reader, field, text))
             held = self._memo.get(_SIZE)
             if held is None:
                 held = sum(len(v[0]) for k, v in self._memo.items() if k[1] == "postings")
@@ -124,7 +125,7 @@ class _Postings(NamedTuple):
 def _read_postings(m: Any) -> _Postings:
     """The postings of an unstepped term matcher, decoded as W3LeafMatcher's _read_ids and
     _read_weights do (a term of one posting is kept inline: a ListMatcher, stepped)."""
-    if type(m) is not W3LeafMatcher or m._byteids:
+    if type(m) is not W3LeafMatcher or private.byte_ids(m):
         stepped: list[int] = []
         stepped_weights: list[float] = []
         while m.is_active():
@@ -140,20 +141,18 @@ def _read_postings(m: Any) -> _Postings:
     weights: list[Weights] = []
     count = 0
     while m.is_active():
-        if m._data is None:
-            m._read_data()
-        raw, w = m._data[0], m._data[1]
+        raw, w = private.block_ids_and_weights(m)
         starts.append(count)
         deltas.append(raw)
         count += len(raw)
-        maxids.append(m._maxid)
+        maxids.append(private.block_max_id(m))
         if w is None:
             weights.append(np.ones(len(raw), dtype=np.float32))
         elif isinstance(w, float):  # one weight for the whole block
             weights.append(np.full(len(raw), w, dtype=np.float32))
         else:
             weights.append(np.asarray(w, dtype=np.float32))  # an array("f"): 32-bit floats
-        m._next_block()
+        private.next_block(m)
     if not deltas:
         return _Postings(_EMPTY_IDS, np.zeros(0, dtype=np.float32), _EMPTY_IDS, _EMPTY_IDS)
     d = np.concatenate([np.asarray(x, dtype=np.int64) for x in deltas])
@@ -179,12 +178,12 @@ def _step(m: Any, scores: bool) -> tuple[Ids, Scores | None]:
 def _postings(m: Any, leaf: _Leaf, scores: bool) -> tuple[Ids, Scores | None]:
     """A term's remaining postings (from where `m` is), scored like `_Scorer.score` (bm25 per posting)."""
     scorer = m.scorer
-    if m._byteids or (scores and type(scorer) is not _Scorer):
+    if private.byte_ids(m) or (scores and type(scorer) is not _Scorer):
         return _step(m, scores)
-    field, text = m._term
+    field, text = private.leaf_term(m)
     every, tf, maxids, starts = leaf.postings(field, text)
     # Where `m` is, from its block's last id (unique per block) without decoding the block.
-    start = int(starts[int(np.searchsorted(maxids, m._maxid))]) + m._i
+    start = int(starts[int(np.searchsorted(maxids, private.block_max_id(m)))]) + private.leaf_position(m)
     ids = every[start:]
     if not scores:
         return ids, None
@@ -209,7 +208,8 @@ def _walk(m: Any, leaf: _Leaf, scores: bool) -> tuple[Ids, Scores | None]:
     if kind is WrappingMatcher or kind is FilterMatcher:
         ids, values = _walk(m.child, leaf, scores)
         if kind is FilterMatcher:
-            keep = np.isin(ids, leaf.members(m._ids), assume_unique=True, invert=m._exclude)
+            members, exclude = private.filter_set(m)
+            keep = np.isin(ids, leaf.members(members), assume_unique=True, invert=exclude)
             ids = ids[keep]
             values = values[keep] if values is not None else None
         if values is not None and m.boost != 1.0:
@@ -265,7 +265,7 @@ def _query_ids(query: Any, sub: Any, leaf: _Leaf, context: Any) -> Ids:
         if (field, text) not in leaf.reader:
             return _EMPTY_IDS
         return _live(leaf, leaf.postings(field, text).ids)
-    if isinstance(query, q.qcore._NullQuery):
+    if private.is_null_query(query):
         return _EMPTY_IDS
     if kind in (q.Or, q.DefaultOr) and not query.minmatch and query.subqueries:
         parts = [_query_ids(sub_query, sub, leaf, context) for sub_query in query.subqueries]

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 from whoosh.reading import MultiReader, SegmentReader
 from whoosh.searching import Searcher
 
+from kbserver.index import private
 from kbserver.index.scoring import LiveBM25F, LiveStats
 
 __all__ = ["open_searcher", "refresh_searcher"]
@@ -29,17 +29,6 @@ def open_searcher(ix: Any) -> Any:
     return _searcher(ix, ix.reader())
 
 
-def _rebind(reader: Any, segment: Any, generation: int) -> Any:
-    """A view of `reader`'s open files with `segment`'s deletions and a new generation."""
-    view = copy.copy(reader)
-    view.__dict__.pop("deleted_docs_set", None)  # a cached_property over the old deletions
-    view._segment = segment
-    view._gen = generation
-    view._perdoc = copy.copy(reader._perdoc)
-    view._perdoc._segment = segment
-    return view
-
-
 def refresh_searcher(ix: Any, old: Any) -> Any:
     """A searcher over the latest commit of `ix` sharing `old`'s open segments; `old` is unusable after.
 
@@ -47,7 +36,7 @@ def refresh_searcher(ix: Any, old: Any) -> Any:
     """
     if old.up_to_date():
         return old
-    toc = ix._read_toc()
+    toc = private.read_toc(ix)
     previous = {r.segment().segment_id(): r for r, _ in old.reader().leaf_readers()}
     readers = []
     for segment in toc.segments:
@@ -55,7 +44,7 @@ def refresh_searcher(ix: Any, old: Any) -> Any:
         if prior is None:
             readers.append(SegmentReader(ix.storage, toc.schema, segment, generation=toc.generation))
         else:
-            readers.append(_rebind(prior, segment, toc.generation))
+            readers.append(private.rebind(prior, segment, toc.generation))
     for gone in previous.values():
         gone.close()
     reader = readers[0] if len(readers) == 1 else MultiReader(readers, generation=toc.generation)

@@ -28,16 +28,13 @@ from math import log
 from typing import Any
 
 from whoosh import scoring
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN
 from whoosh.util.numeric import byte_to_length
+
+from kbserver.index import private
 
 __all__ = ["LiveBM25F", "LiveStats"]
 
 _MAX_TERMS = 100_000  # per segment: remembered terms are dropped past this (a bound, not a cache policy)
-
-
-def _length_column(leaf: Any, field: str) -> Any | None:
-    return leaf._perdoc._cached_reader(f"_{field}_len", LENGTHS_COLUMN)
 
 
 class _Segment:
@@ -62,16 +59,16 @@ class _Segment:
     def field_length(self, leaf: Any, field: str) -> int:
         total = self.lengths.get(field)
         if total is None:
-            column = _length_column(leaf, field)
+            column = private.length_column(leaf, field)
             if column is None:
                 total = 0
             else:
-                raw = column._dbfile.get(column._basepos, column._count)  # one byte per document
+                raw = private.column_bytes(column)  # one byte per document
                 total = sum(byte_to_length(b) * n for b, n in Counter(raw).items())
             self.lengths[field] = total
         counted, removed = self.deleted_lengths.get(field, (0, 0))
         if counted < len(self.deleted):
-            column = _length_column(leaf, field)
+            column = private.length_column(leaf, field)
             if column is not None:
                 removed += sum(byte_to_length(column[d]) for d in self.deleted[counted:])
             self.deleted_lengths[field] = counted, removed = len(self.deleted), removed
@@ -94,18 +91,16 @@ class _Segment:
 
 def _postings_among(leaf: Any, field: str, text: bytes, docs: list[int]) -> int:
     """How many of the sorted document numbers `docs` hold the term, deleted or not."""
-    matcher = leaf._terms.matcher(field, text, leaf.schema[field].format)  # raw: no deletion filter
+    matcher = private.raw_matcher(leaf, field, text)  # no deletion filter
     wanted = set(docs)
     count, i = 0, 0
     while matcher.is_active() and i < len(docs):
         top = matcher.block_max_id()
         j = bisect_right(docs, top, i)
         if j > i:  # some of docs[i:j] may be in this block: decode its ids (not weights or positions)
-            if matcher._ids is None:
-                matcher._read_ids()
-            count += len(wanted.intersection(matcher._ids))
+            count += len(wanted.intersection(private.block_ids(matcher)))
             i = j
-        matcher._next_block()
+        private.next_block(matcher)
     return count
 
 
