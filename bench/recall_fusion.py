@@ -50,8 +50,25 @@ def _fused(fusion: Fusion) -> Variant:
     return lambda p: fuse(p.keyword, p.meaning, fusion, semantic_floor=p.floor, coverage=p.coverage)
 
 
-def variants(weights: Sequence[float]) -> dict[str, Variant]:
+def _absolute(w: float, low: float, high: float) -> Variant:
+    """Prototype: w * coverage + (1 - w) * the cosine mapped from [low, high] to [0, 1], clipped
+    (no min-max within the query's results: the same memory scores the same whatever else is found)."""
+
+    def rank(p: Pieces) -> list[Ranked]:
+        scores = {r.key: w * min(1.0, p.coverage.get(r.key, 0.0)) for r in p.keyword}
+        for r in p.meaning:
+            sim = min(1.0, max(0.0, (r.score - low) / (high - low)))
+            scores[r.key] = scores.get(r.key, 0.0) + (1 - w) * sim
+        return [Ranked(k, v) for k, v in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))]
+
+    return rank
+
+
+def variants(weights: Sequence[float], spans: Sequence[tuple[float, float]] = ()) -> dict[str, Variant]:
     out: dict[str, Variant] = {}
+    for low, high in spans:
+        for w in weights:
+            out[f"absolute [{low:g},{high:g}] w={w:g}"] = _absolute(w, low, high)
     for w in weights:
         out[f"coverage w={w:g}"] = _fused(Fusion(method="coverage", keyword_weight=w))
     for w in weights:

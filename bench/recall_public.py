@@ -115,7 +115,7 @@ def _table(
 ) -> None:
     cats = [c for c in CATEGORIES.values() if any(cat == c for _, cat, _ in next(iter(results.values())))]
     plain, porter = (sum(s[0] for _, _, s in results[name]) or 1 for name in FTS)
-    header = f"| {'mode':<24} | R@5   | R@10  | MRR   | x FTS5 | x porter | "
+    header = f"| {'mode':<34} | R@5   | R@10  | MRR   | x FTS5 | x porter | "
     header += " | ".join(f"R@5 {c:<11}" for c in cats)
     header += " | p50 ms |"
     print(header)
@@ -129,7 +129,7 @@ def _table(
             cells.append(f"{sum(s[0] for s in mine) / len(mine):<15.3f}")
         p50 = statistics.median(latency[name]) * 1000 if latency.get(name) else float("nan")
         print(
-            f"| {name:<24} | {at5 / n:.3f} | {sum(s[1] for _, _, s in rows) / n:.3f} | "
+            f"| {name:<34} | {at5 / n:.3f} | {sum(s[1] for _, _, s in rows) / n:.3f} | "
             f"{sum(s[2] for _, _, s in rows) / n:.3f} | {at5 / plain:<6.2f} | {at5 / porter:<8.2f} | "
             + " | ".join(cells)
             + f" | {p50:6.2f} |"
@@ -158,14 +158,14 @@ def _id(path: str) -> str:
 
 def _halves(results: dict[str, list[Row]]) -> None:
     """R@5 on the even and the odd conversations apart: a variant chosen on one is judged on the other."""
-    print("\n| mode                     | R@5 even | R@5 odd |")
-    print("|--------------------------|----------|---------|")
+    print(f"\n| {'mode':<34} | R@5 even | R@5 odd |")
+    print(f"|{'-' * 36}|----------|---------|")
     for name, rows in results.items():
         cells = []
         for half in (0, 1):
             mine = [s for n, _, s in rows if n % 2 == half]
             cells.append(sum(s[0] for s in mine) / max(1, len(mine)))
-        print(f"| {name:<24} | {cells[0]:<8.3f} | {cells[1]:<7.3f} |")
+        print(f"| {name:<34} | {cells[0]:<8.3f} | {cells[1]:<7.3f} |")
 
 
 def run(
@@ -174,6 +174,7 @@ def run(
     options: Options,
     cache: Path | None = None,
     weights: Sequence[float] = (),
+    spans: Sequence[tuple[float, float]] = (),
 ) -> None:
     questions = [(n, q) for n, conv in enumerate(conversations) for q in conv["questions"]]
     counts = {c: sum(q["category"] == c for _, q in questions) for c in CATEGORIES.values()}
@@ -233,7 +234,7 @@ def run(
                     results[name].append((n, q["category"], _score(ranked, q["evidence"])))
             if weights:
                 pieces = [recall_fusion.read(services, ADMIN, f"c{n}", q["question"]) for n, q in questions]
-                for variant, fused in recall_fusion.variants(weights).items():
+                for variant, fused in recall_fusion.variants(weights, spans).items():
                     results[f"fusion {variant}"] = [
                         (n, q["category"], _score([keys[_id(r.key)] for r in fused(p)], q["evidence"]))
                         for (n, q), p in zip(questions, pieces, strict=True)
@@ -254,13 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes to run")
     parser.add_argument("--vectors-cache", type=Path, help="keep each conversation's vectors here")
     parser.add_argument("--variants", default="", help="keyword weights of fusion variants to compare")
+    parser.add_argument("--spans", default="", help="cosine spans LOW:HIGH,... of absolute-score variants")
     args = parser.parse_args(argv)
     conversations = sorted(load(args.data), key=lambda c: len(c["turns"]))
     if args.limit > 0:
         conversations = conversations[: args.limit]
     modes = [m for m in args.modes.split(",") if m]
     weights = [float(w) for w in args.variants.split(",") if w]
-    run(conversations, modes, Options(fsync=False, follower_nice=0), args.vectors_cache, weights)
+    spans = [(float(a), float(b)) for a, b in (x.split(":") for x in args.spans.split(",") if x)]
+    run(conversations, modes, Options(fsync=False, follower_nice=0), args.vectors_cache, weights, spans)
     return 0
 
 
