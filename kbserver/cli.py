@@ -13,12 +13,13 @@ import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import NoReturn
 
 from kbserver import __version__, logs
 from kbserver.config import Settings, admin_token
 from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, NotFound, Unavailable
-from kbserver.services import Services, agents, files, health, kbs, proposals, search
+from kbserver.services import Services, agents, files, health, kbs, proposals, search, semantic
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_control, open_services
 
@@ -131,6 +132,11 @@ def _serve(args: argparse.Namespace) -> int:
         base = f"http://{settings.host}:{port}"
 
         class _Server(uvicorn.Server):
+            def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                super().handle_exit(sig, frame)
+                # Queries waiting for an embedding fail now (uvicorn waits for every open request).
+                threading.Thread(target=semantic.stop_queries, args=(services,), daemon=True).start()
+
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
                 await super().startup(sockets)
                 if self.started:  # the address is reported only once the server answers on it

@@ -343,7 +343,7 @@ def memory_search(
         keyword: list[Ranked] = []
         covered: dict[str, float] = {}  # hybrid: the keyword candidates' word coverage
         if mode == "hybrid":
-            semantic.prepare(call.services, search)  # embedded on another core meanwhile
+            semantic.prepare(call.services, call.caller, search)  # embedded on another core meanwhile
             found = search_service.candidates(
                 call.services, call.caller, slug, search, limit=_CANDIDATES, prefix=FOLDER
             )

@@ -353,7 +353,9 @@ def search_memories_by_semantics(
     memories only with `include_superseded`. Counts each retrieval; makes no version.
     Raises InvalidRequest, NotFound, Unavailable."""
     text = _query(query)
-    semantic.prepare(call.services, text)  # embedded on another core while the records are sorted out
+    semantic.prepare(
+        call.services, call.caller, text
+    )  # embedded on another core while the records are sorted out
     count = _limit(limit)
     user = check_user_id(user_id)
     slug = call.kb_to_read(kb)
@@ -382,7 +384,9 @@ def recall_related(
     is not (its neighbours; their similarity is theirs to the best hit times the best hit's to the
     query). Ranked and counted like a search. Raises InvalidRequest, NotFound."""
     text = _query(query)
-    semantic.prepare(call.services, text)  # embedded on another core while the records are sorted out
+    semantic.prepare(
+        call.services, call.caller, text
+    )  # embedded on another core while the records are sorted out
     count = _limit(limit)
     user = check_user_id(user_id)
     slug = call.kb_to_read(kb)

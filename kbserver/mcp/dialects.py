@@ -366,7 +366,13 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         )
 
     def memory_search(
-        search: Annotated[str, Field(description="What you are looking for, e.g. a whole question.")],
+        search: Annotated[
+            str,
+            Field(
+                description="What you are looking for, e.g. a whole question; the meaning side embeds its "
+                "first 1000 characters, the words side reads it all."
+            ),
+        ],
         ctx: Context[Any, Any],
         limit: Annotated[int, Field(ge=1, le=100)] = 10,
         offset: Annotated[int, Field(ge=0)] = 0,

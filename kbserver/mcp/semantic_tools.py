@@ -111,7 +111,13 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         )
 
     def search_memories_by_semantics(
-        query: Annotated[str, Field(description="What you are looking for, in any language.")],
+        query: Annotated[
+            str,
+            Field(
+                description="What you are looking for, in any language; its first 1000 characters are "
+                "embedded."
+            ),
+        ],
         ctx: Context[Any, Any],
         user_id: UserId = semantic.DEFAULT_USER,
         limit: Limit = 5,
@@ -137,7 +143,10 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         )
 
     def recall_related(
-        query: Annotated[str, Field(description="What the memories should be about.")],
+        query: Annotated[
+            str,
+            Field(description="What the memories should be about; its first 1000 characters are embedded."),
+        ],
         ctx: Context[Any, Any],
         user_id: UserId = semantic.DEFAULT_USER,
         limit: Limit = 5,

@@ -205,6 +205,10 @@ class VectorSearch(Protocol):
         """Start embedding `query` in the background for a search of it that follows soon."""
         ...
 
+    def stop_queries(self) -> None:
+        """Fail the queries waiting for an embedding (shutdown); the one under way finishes."""
+        ...
+
     def search(
         self,
         slug: str,

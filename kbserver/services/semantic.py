@@ -2,15 +2,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+import contextlib
+from collections.abc import Callable, Collection, Iterator, Sequence
 from collections.abc import Set as AbstractSet
+
+import anyio.from_thread
 
 from kbserver.core.model import Caller
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
-from kbserver.vectors import Ranking, VectorHit
+from kbserver.vectors import Ranking, VectorHit, asking
 
-__all__ = ["enabled", "prepare", "ranked", "search", "similarities"]
+__all__ = ["enabled", "prepare", "ranked", "search", "similarities", "stop_queries"]
+
+
+def _still_waiting() -> bool:
+    """False once the request this worker thread runs for was cancelled (an MCP cancellation, a
+    client that hung up): anyio marks the host task's cancel scope, which its worker thread can read."""
+    try:
+        anyio.from_thread.check_cancelled()
+    except RuntimeError:  # not a worker thread of anyio (the CLI, a test): nobody can leave
+        return True
+    except BaseException:  # the host task's cancellation exception
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def _asking(caller: Caller) -> Iterator[None]:
+    """The caller's queries wait in its own queue (callers take turns) while it still waits."""
+    with asking("admin" if caller.is_admin else f"agent:{caller.name}", _still_waiting):
+        yield
+
+
+def stop_queries(services: Services) -> None:
+    """At shutdown: fail the queries waiting for an embedding at once (the one under way finishes),
+    so the server's requests end and it can exit. Safe from any thread, more than once."""
+    if services.vectors is not None:
+        services.vectors.stop_queries()
 
 
 def enabled(services: Services) -> bool:
@@ -18,12 +47,13 @@ def enabled(services: Services) -> bool:
     return services.vectors is not None
 
 
-def prepare(services: Services, query: str) -> None:
-    """Start embedding `query` for a `ranked` or `search` of it that follows (the caller does other
-    work meanwhile, such as the keyword search: the embedder runs outside the GIL). Checks nothing
-    and returns at once; the search that follows checks the caller."""
+def prepare(services: Services, caller: Caller, query: str) -> None:
+    """Start embedding `query` for a `ranked` or `search` of it that follows on this thread (the caller
+    does other work meanwhile, such as the keyword search: the embedder runs outside the GIL), in
+    the caller's queue. Checks nothing and returns at once; the search that follows checks the caller."""
     if services.vectors is not None:
-        services.vectors.prepare(query)
+        with _asking(caller):
+            services.vectors.prepare(query)
 
 
 def search(
@@ -41,7 +71,8 @@ def search(
     require_read(services, caller, slug)
     if services.vectors is None or limit <= 0:
         return []
-    hits, _version = services.vectors.search(slug, query, limit=limit, prefix=prefix, allow=allow)
+    with _asking(caller):
+        hits, _version = services.vectors.search(slug, query, limit=limit, prefix=prefix, allow=allow)
     return hits
 
 
@@ -61,7 +92,8 @@ def similarities(
     require_read(services, caller, slug)
     if services.vectors is None:
         return None
-    return services.vectors.similarities(slug, text, others, as_query=as_query, embed_limit=embed_limit)
+    with _asking(caller):
+        return services.vectors.similarities(slug, text, others, as_query=as_query, embed_limit=embed_limit)
 
 
 def ranked(
@@ -81,7 +113,8 @@ def ranked(
     require_read(services, caller, slug)
     if services.vectors is None:
         return Ranking([], frozenset(), None)
-    ranking, _version = services.vectors.ranked(
-        slug, query, limit=max(0, limit), prefix=prefix, allow=allow, include=include
-    )
+    with _asking(caller):
+        ranking, _version = services.vectors.ranked(
+            slug, query, limit=max(0, limit), prefix=prefix, allow=allow, include=include
+        )
     return ranking

