@@ -1,0 +1,140 @@
+"""Several `kbserver serve` nodes on one data folder, PostgreSQL as their control store, and HAProxy
+in front running deploy/haproxy.cfg: for tests/cluster and bench/cluster.py.
+
+Each node is a real process with its own cache folder (`KBSERVER_CACHE_DIR`: its search index),
+started, SIGKILLed and restarted on the same port. The environment every node gets is `node_env`,
+the one deploy/compose.yaml gives its nodes (tests/deploy checks that they agree).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.helpers import free_port
+
+__all__ = ["HAPROXY_CFG", "Balancer", "Node", "node_env", "serve_command"]
+
+ROOT = Path(__file__).resolve().parents[2]
+HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
+
+
+def serve_command(data: str, port: int, host: str = "127.0.0.1") -> list[str]:
+    """The command of one node: `kbserver serve` on the shared data folder."""
+    return ["kbserver", "serve", "--host", host, "--port", str(port), "--data", data]
+
+
+def node_env(control_url: str, cache: str, admin_token: str, balancer: str) -> dict[str, str]:
+    """The settings every node of a cluster runs with (deploy/compose.yaml sets the same)."""
+    return {
+        "KBSERVER_CONTROL_URL": control_url,  # agents, tokens, proposals... shared by every node
+        "KBSERVER_CACHE_DIR": cache,  # the node's own search index and vectors
+        "KBSERVER_ADMIN_TOKEN": admin_token,  # the same on every node
+        "KBSERVER_ALLOWED_HOSTS": balancer,  # the Host clients reach /mcp by
+        "KBSERVER_SAMPLE": "false",  # nodes starting together must not all import the sample KB
+        "KBSERVER_EMBEDDER": "none",  # keyword search only: keeps three nodes within 2 cores
+    }
+
+
+class Node:
+    """One `kbserver serve` process on a fixed port, so it can die and come back at one address."""
+
+    def __init__(
+        self, name: str, data: Path, folder: Path, env: dict[str, str], port: int | None = None
+    ) -> None:
+        self.name = name
+        self.data = data
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = folder / f"{name}.log"
+        self.env = {**os.environ, **env}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def launch(self) -> Node:
+        exe = [sys.executable, "-m", "kbserver.cli", *serve_command(str(self.data), self.port)[1:]]
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(exe, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        return self
+
+    def wait_healthy(self, timeout: float = 90) -> Node:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.tail()}")
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.name} did not become healthy within {timeout:g} s: {self.tail()}")
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye, no flush, as a machine that loses power."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Balancer:
+    """HAProxy running deploy/haproxy.cfg in the foreground, its addresses from the environment."""
+
+    def __init__(self, folder: Path, nodes: list[Node], port: int | None = None) -> None:
+        exe = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        if not os.path.exists(exe):
+            raise RuntimeError("HAProxy is not installed: apt-get install -y haproxy (scripts/test does)")
+        self.exe = exe
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.host = f"127.0.0.1:{self.port}"
+        self.log = folder / "haproxy.log"
+        self.env = {**os.environ, "KB_BIND": self.host}
+        for n, node in enumerate(nodes, 1):
+            self.env[f"KB_NODE{n}"] = f"127.0.0.1:{node.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Balancer:
+        """Start HAProxy, then wait until a request through it reaches a node."""
+        with self.log.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [self.exe, "-db", "-f", str(HAPROXY_CFG)], env=self.env, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("haproxy exited: " + self.log.read_text(errors="replace"))
+            try:
+                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError("no node answered through haproxy within 60 s")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
