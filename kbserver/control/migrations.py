@@ -141,6 +141,16 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE TABLE fences (name TEXT PRIMARY KEY, last INTEGER NOT NULL)",
         ),
     ),
+    (
+        7,  # the web admin's sessions and failed logins (so a logout and the limiter hold on every node)
+        (
+            "CREATE TABLE admin_sessions (id_hash TEXT PRIMARY KEY, expires REAL NOT NULL)",
+            "CREATE INDEX admin_sessions_expires ON admin_sessions(expires)",
+            "CREATE TABLE login_failures (address TEXT NOT NULL, at REAL NOT NULL)",
+            "CREATE INDEX login_failures_address ON login_failures(address, at)",
+            "CREATE INDEX login_failures_at ON login_failures(at)",
+        ),
+    ),
 )
 
 

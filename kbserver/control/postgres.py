@@ -296,6 +296,36 @@ class PostgresControlStore(PostgresBase):
             (slug, version, by, time.time()),
         )
 
+    # -- web sessions and failed logins --------------------------------------------------------------
+    def add_session(self, sid: str, expires: float) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM admin_sessions WHERE expires < %s", (time.time(),))
+            sql = "INSERT INTO admin_sessions (id_hash, expires) VALUES (%s, %s)"
+            db.execute(sql, (hash_token(sid), expires))
+
+    def session_alive(self, sid: str, now: float) -> bool:
+        sql = "SELECT 1 FROM admin_sessions WHERE id_hash = %s AND expires >= %s"
+        return self._one(sql, (hash_token(sid), now)) is not None
+
+    def end_session(self, sid: str) -> None:
+        self._count("DELETE FROM admin_sessions WHERE id_hash = %s", (hash_token(sid),))
+
+    def login_failed(self, address: str, now: float, window: float) -> int:
+        with self._tx() as db:
+            db.execute("DELETE FROM login_failures WHERE at <= %s", (now - window,))
+            db.execute("INSERT INTO login_failures (address, at) VALUES (%s, %s)", (address, now))
+            sql = "SELECT count(*) AS n FROM login_failures WHERE address = %s AND at > %s"
+            row = db.execute(sql, (address, now - window)).fetchone()
+        return int(row["n"]) if row else 0
+
+    def login_failures(self, address: str, now: float, window: float) -> int:
+        sql = "SELECT count(*) AS n FROM login_failures WHERE address = %s AND at > %s"
+        row = self._one(sql, (address, now - window))
+        return int(row["n"]) if row else 0
+
+    def login_succeeded(self, address: str) -> None:
+        self._count("DELETE FROM login_failures WHERE address = %s", (address,))
+
     # -- retrievals of memories ---------------------------------------------------------------------
     def memory_access(self, slug: str, ids: Sequence[str]) -> dict[str, MemoryAccessRow]:
         rows = self._all(

@@ -6,6 +6,7 @@ import json
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,13 +31,24 @@ from kbserver.core.model import Permission
 __all__ = ["SqliteControlStore"]
 
 
+class _Connection(sqlite3.Connection):
+    """A connection that can be referenced weakly (sqlite3.Connection itself cannot)."""
+
+
 class SqliteControlStore:
     """The control database in one SQLite file. Safe to share between threads and between processes."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._local = threading.local()
-        self._version = migrate(self._db())
+        # Every thread's connection, to close them all; weak, so a finished thread's goes with it.
+        self._open: weakref.WeakSet[_Connection] = weakref.WeakSet()
+        self._open_lock = threading.Lock()
+        try:
+            self._version = migrate(self._db())
+        except BaseException:
+            self.close()
+            raise
 
     def schema_version(self) -> int:
         return self._version
@@ -44,7 +56,11 @@ class SqliteControlStore:
     def _db(self) -> sqlite3.Connection:
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
-            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db = sqlite3.connect(
+                self.path, timeout=30, isolation_level=None, check_same_thread=False, factory=_Connection
+            )
+            with self._open_lock:
+                self._open.add(db)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA synchronous=FULL")
@@ -64,10 +80,12 @@ class SqliteControlStore:
         db.execute("COMMIT")
 
     def close(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
+        """Close the connection of every thread (a thread that goes on would open a new one)."""
+        with self._open_lock:
+            opened, self._open = list(self._open), weakref.WeakSet()
+        for db in opened:
             db.close()
-            self._local.db = None
+        self._local = threading.local()
 
     def integrity_errors(self) -> list[str]:
         rows = self._db().execute("PRAGMA integrity_check").fetchall()
@@ -345,6 +363,37 @@ class SqliteControlStore:
                 " reviewed_by = excluded.reviewed_by, reviewed = excluded.reviewed",
                 (slug, version, by, time.time()),
             )
+
+    # -- web sessions and failed logins --------------------------------------------------------------
+    def add_session(self, sid: str, expires: float) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM admin_sessions WHERE expires < ?", (time.time(),))
+            db.execute(
+                "INSERT INTO admin_sessions (id_hash, expires) VALUES (?, ?)", (hash_token(sid), expires)
+            )
+
+    def session_alive(self, sid: str, now: float) -> bool:
+        sql = "SELECT 1 FROM admin_sessions WHERE id_hash = ? AND expires >= ?"
+        return self._db().execute(sql, (hash_token(sid), now)).fetchone() is not None
+
+    def end_session(self, sid: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM admin_sessions WHERE id_hash = ?", (hash_token(sid),))
+
+    def login_failed(self, address: str, now: float, window: float) -> int:
+        with self._tx() as db:
+            db.execute("DELETE FROM login_failures WHERE at <= ?", (now - window,))
+            db.execute("INSERT INTO login_failures (address, at) VALUES (?, ?)", (address, now))
+            sql = "SELECT count(*) FROM login_failures WHERE address = ? AND at > ?"
+            return int(db.execute(sql, (address, now - window)).fetchone()[0])
+
+    def login_failures(self, address: str, now: float, window: float) -> int:
+        sql = "SELECT count(*) FROM login_failures WHERE address = ? AND at > ?"
+        return int(self._db().execute(sql, (address, now - window)).fetchone()[0])
+
+    def login_succeeded(self, address: str) -> None:
+        with self._tx() as db:
+            db.execute("DELETE FROM login_failures WHERE address = ?", (address,))
 
     # -- retrievals of memories ---------------------------------------------------------------------
     def memory_access(self, slug: str, ids: Sequence[str]) -> dict[str, MemoryAccessRow]:

@@ -124,6 +124,34 @@ class ControlStore(Protocol):
         """Free `key` again (the write that reserved it with `fence` changed nothing)."""
         ...
 
+    # -- the web admin's sessions (the cookie holds the id; only its hash is stored) and failed logins
+    def add_session(self, sid: str, expires: float) -> None:
+        """Record a logged-in session until `expires` (and drop the expired ones)."""
+        ...
+
+    def session_alive(self, sid: str, now: float) -> bool:
+        """Whether `sid` was recorded, has not expired at `now` and was not ended."""
+        ...
+
+    def end_session(self, sid: str) -> None:
+        """Log the session out (every node sees it at its next request)."""
+        ...
+
+    def login_failed(self, address: str, now: float, window: float) -> int:
+        """Count a failed login from `address` at `now`; returns its failures within `window` seconds.
+
+        Failures older than `window` are dropped (of every address), so the table stays small.
+        """
+        ...
+
+    def login_failures(self, address: str, now: float, window: float) -> int:
+        """The failed logins from `address` within `window` seconds before `now`."""
+        ...
+
+    def login_succeeded(self, address: str) -> None:
+        """Forget the failed logins of `address`."""
+        ...
+
     # -- retrievals of memories (the `semantic` set): counted here, never in git
     def memory_access(self, slug: str, ids: Sequence[str]) -> dict[str, MemoryAccessRow]:
         """The rows of the memories `ids` of `slug` that were ever retrieved (or given an importance)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 
+import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -31,9 +32,9 @@ async def login(request: Request) -> Response:
     limiter: LoginLimiter = request.app.state.login_limiter
     address = _address(request)
     token = form.get("token", "").strip()
-    if not limiter.blocked(address) and token and matches(token, request.app.state.admin_token):
-        limiter.succeeded(address)
-        log_in(request, request.app.state.session_seconds)
+    if token and not await limiter.blocked(address) and matches(token, request.app.state.admin_token):
+        await limiter.succeeded(address)
+        await anyio.to_thread.run_sync(log_in, request, request.app.state.session_seconds)
         return see_other(next_url)
     await limiter.failed(address)
     log.warning("failed admin login from %s", address)  # never the token
@@ -42,5 +43,5 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     await admin_form(request)
-    log_out(request)
+    await anyio.to_thread.run_sync(log_out, request)
     return see_other("/admin/login")

@@ -2,26 +2,27 @@
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import secrets
-import threading
 import time
-from dataclasses import dataclass, field
 from urllib.parse import quote, urlsplit
 
+import anyio.to_thread
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbserver.core.errors import Forbidden
+from kbserver.core.errors import Forbidden, KBError
+from kbserver.services import admin_sessions
+from kbserver.services.context import Services
 
 __all__ = [
     "CSP",
     "LoginLimiter",
     "LoginRequired",
     "SecurityHeaders",
+    "SessionCheck",
     "check_csrf",
     "csrf_token",
     "log_in",
@@ -65,6 +66,31 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
+_ALIVE = "kbserver.session_alive"  # scope key: whether the cookie's session is live, or why unknown
+
+
+class SessionCheck:
+    """Looks up the cookie's session in the control store (off the event loop) once per request.
+
+    Goes inside Starlette's SessionMiddleware; `require_admin` reads the answer. A logout on any
+    node ends the session here at the next request.
+    """
+
+    def __init__(self, app: ASGIApp, services: Services) -> None:
+        self.app, self.services = app, services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        session = scope.get("session")
+        sid = session.get("sid") if isinstance(session, dict) else None
+        if scope["type"] == "http" and isinstance(sid, str):
+            try:
+                alive = admin_sessions.is_alive
+                scope[_ALIVE] = await anyio.to_thread.run_sync(alive, self.services, sid, time.time())
+            except KBError as err:
+                scope[_ALIVE] = err
+        await self.app(scope, receive, send)
+
+
 def session_secret(admin_token: str) -> str:
     """The cookie signing key, derived from the admin token: changing the token ends every session."""
     return hmac.new(admin_token.encode(), b"kbserver web session", hashlib.sha256).hexdigest()
@@ -76,28 +102,6 @@ class LoginRequired(Exception):
     def __init__(self, next_url: str) -> None:
         super().__init__(next_url)
         self.next_url = next_url
-
-
-@dataclass
-class _Revoked:
-    """Session ids ended by Logout before their cookie expired (kept until it would have)."""
-
-    until: dict[str, float] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-    def add(self, sid: str, until: float) -> None:
-        with self.lock:
-            now = time.time()
-            for old in [s for s, t in self.until.items() if t < now]:
-                del self.until[old]
-            self.until[sid] = until
-
-    def __contains__(self, sid: object) -> bool:
-        with self.lock:
-            return sid in self.until
-
-
-_revoked = _Revoked()
 
 
 def csrf_token(request: Request) -> str:
@@ -115,13 +119,22 @@ def check_csrf(request: Request, sent: str | None) -> None:
         raise Forbidden("this form is out of date or came from another page; reload the page and retry")
 
 
+def _services(request: Request) -> Services:
+    services: Services = request.app.state.services
+    return services
+
+
 def require_admin(request: Request) -> None:
-    """Raises LoginRequired unless the session is a logged-in admin's that has not expired."""
+    """Raises LoginRequired unless the session is a logged-in admin's that has not expired and was
+    not logged out (on any node: sessions live in the control store)."""
     s = request.session
     expires, sid = s.get("expires"), s.get("sid")
     if not isinstance(expires, int | float) or expires < time.time() or not isinstance(sid, str):
         raise LoginRequired(_here(request))
-    if sid in _revoked:
+    alive = request.scope.get(_ALIVE)
+    if isinstance(alive, KBError):
+        raise alive  # the control store could not say (unreachable): an error page, not a login
+    if alive is not True:
         raise LoginRequired(_here(request))
 
 
@@ -148,20 +161,16 @@ def safe_next(value: str | None) -> str:
 
 def log_in(request: Request, lifetime: float) -> None:
     """A fresh session (new id and CSRF token: nothing from before the login carries over)."""
+    expires = time.time() + lifetime
+    sid = admin_sessions.start(_services(request), expires)
     request.session.clear()
-    request.session.update(
-        {
-            "sid": secrets.token_urlsafe(16),
-            "csrf": secrets.token_urlsafe(32),
-            "expires": time.time() + lifetime,
-        }
-    )
+    request.session.update({"sid": sid, "csrf": secrets.token_urlsafe(32), "expires": expires})
 
 
 def log_out(request: Request) -> None:
-    sid, expires = request.session.get("sid"), request.session.get("expires")
-    if isinstance(sid, str) and isinstance(expires, int | float):
-        _revoked.add(sid, expires)
+    sid = request.session.get("sid")
+    if isinstance(sid, str):
+        admin_sessions.end(_services(request), sid)
     request.session.clear()
 
 
@@ -169,39 +178,35 @@ class LoginLimiter:
     """A small delay after each failed login from an address, growing with the failures, and a cap.
 
     After `cap` failures within `window` seconds the address is refused without checking the token
-    until the window passes. Every failure gets the same message.
+    until the window passes. Every failure gets the same message. The failures are counted in the
+    control store, so the cap holds across processes and nodes.
     """
 
-    def __init__(self, cap: int = 20, window: float = 900.0, step: float = 0.5, longest: float = 5.0) -> None:
+    def __init__(
+        self,
+        services: Services,
+        cap: int = 20,
+        window: float = 900.0,
+        step: float = 0.5,
+        longest: float = 5.0,
+    ) -> None:
+        self.services = services
         self.cap, self.window, self.step, self.longest = cap, window, step, longest
-        self._failures: dict[str, list[float]] = {}
-        self._lock = threading.Lock()
 
-    def _recent(self, address: str, now: float) -> list[float]:
-        kept = [t for t in self._failures.get(address, []) if t > now - self.window]
-        if kept:
-            self._failures[address] = kept
-        else:
-            self._failures.pop(address, None)
-        return kept
-
-    def blocked(self, address: str) -> bool:
-        with self._lock:
-            return len(self._recent(address, time.time())) >= self.cap
+    async def blocked(self, address: str) -> bool:
+        failures = await anyio.to_thread.run_sync(
+            admin_sessions.login_failures, self.services, address, self.window
+        )
+        return failures >= self.cap
 
     async def failed(self, address: str) -> None:
-        with self._lock:
-            now = time.time()
-            recent = self._recent(address, now)
-            self._failures[address] = [*recent, now]
-            if len(self._failures) > 10_000:  # bounded memory under a spray of addresses
-                self._failures.pop(next(iter(self._failures)))
-            delay = min(self.longest, self.step * len(self._failures[address]))
-        await asyncio.sleep(delay)
+        count = await anyio.to_thread.run_sync(
+            admin_sessions.login_failed, self.services, address, self.window
+        )
+        await anyio.sleep(min(self.longest, self.step * count))
 
-    def succeeded(self, address: str) -> None:
-        with self._lock:
-            self._failures.pop(address, None)
+    async def succeeded(self, address: str) -> None:
+        await anyio.to_thread.run_sync(admin_sessions.login_succeeded, self.services, address)
 
 
 def matches(token: str, admin_token: str) -> bool:

@@ -18,7 +18,14 @@ from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.services import Services
 from kbserver.web import agents, browse, edit, history, inbox, login, proposals
 from kbserver.web.page import render, see_other
-from kbserver.web.session import LoginLimiter, LoginRequired, SecurityHeaders, login_url, session_secret
+from kbserver.web.session import (
+    LoginLimiter,
+    LoginRequired,
+    SecurityHeaders,
+    SessionCheck,
+    login_url,
+    session_secret,
+)
 
 __all__ = ["SESSION_SECONDS", "admin_app"]
 
@@ -101,6 +108,7 @@ def admin_app(services: Services, admin_token: str, session_seconds: int = SESSI
             path="/admin",
             same_site="strict",
         ),
+        Middleware(SessionCheck, services=services),
     ]
     handlers = {
         LoginRequired: _login_required,
@@ -112,5 +120,5 @@ def admin_app(services: Services, admin_token: str, session_seconds: int = SESSI
     app.state.services = services
     app.state.admin_token = admin_token
     app.state.session_seconds = session_seconds
-    app.state.login_limiter = LoginLimiter()
+    app.state.login_limiter = LoginLimiter(services)
     return app

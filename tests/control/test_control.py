@@ -265,3 +265,83 @@ def test_concurrent_retrievals_all_count(open_store: OpenStore) -> None:
     for _ in range(40):
         expected = 0.95 * expected + 0.05
     assert row.access_count == 40 and abs(row.importance - expected) < 1e-9
+
+
+def test_admin_sessions_end_on_every_connection(store: ControlStore, open_store: OpenStore) -> None:
+    other = open_store()  # another node
+    now = time.time()
+    store.add_session("sid-1", now + 60)
+    store.add_session("sid-2", now + 60)
+    assert other.session_alive("sid-1", now) and other.session_alive("sid-2", now)
+    assert not other.session_alive("sid-1", now + 61)  # expired
+    assert not other.session_alive("unknown", now)
+    other.end_session("sid-1")  # a logout on the other node
+    assert not store.session_alive("sid-1", now) and store.session_alive("sid-2", now)
+    store.add_session("sid-3", now + 60)  # adding one drops the expired ones
+    assert not store.session_alive("sid-1", now - 100)
+
+
+def test_sessions_keep_only_hashes(tmp_path: Path) -> None:
+    from kbserver.control import SqliteControlStore
+
+    db = SqliteControlStore(tmp_path / "control.db")
+    db.add_session("the-session-id-secret", time.time() + 60)
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("control.db*"))
+    assert b"the-session-id-secret" not in raw and hash_token("the-session-id-secret").encode() in raw
+    db.close()
+
+
+def test_login_failures_count_per_address_across_connections(
+    store: ControlStore, open_store: OpenStore
+) -> None:
+    other = open_store()
+    now = 1000.0
+    assert [store.login_failed("10.0.0.1", now + n, 900) for n in range(3)] == [1, 2, 3]
+    assert other.login_failed("10.0.0.1", now + 3, 900) == 4  # the count is shared
+    assert (
+        other.login_failures("10.0.0.1", now + 3, 900) == 4
+        and store.login_failures("10.0.0.2", now, 900) == 0
+    )
+    assert store.login_failures("10.0.0.1", now + 901, 900) == 2  # 1000 and 1001 fell out of the window
+    assert store.login_failed("10.0.0.2", now + 2000, 900) == 1  # and is dropped by the next failure
+    assert other.login_failures("10.0.0.1", now, 900) == 0
+    store.login_failed("10.0.0.3", now + 2000, 900)
+    other.login_succeeded("10.0.0.3")
+    assert store.login_failures("10.0.0.3", now + 2000, 900) == 0
+
+
+def test_sqlite_close_closes_every_threads_connection(tmp_path: Path) -> None:
+    import os
+
+    from kbserver.control import SqliteControlStore
+
+    def open_files() -> int:
+        fds = os.listdir("/proc/self/fd")
+        names = []
+        for fd in fds:
+            try:
+                names.append(os.readlink(f"/proc/self/fd/{fd}"))
+            except OSError:
+                continue
+        return sum(1 for name in names if name.startswith(str(tmp_path / "control.db")))
+
+    db = SqliteControlStore(tmp_path / "control.db")
+    used, done = threading.Barrier(5), threading.Event()
+
+    def worker() -> None:  # a worker thread that stays alive, as the server's pool threads do
+        db.kbs()
+        used.wait(timeout=60)
+        done.wait(timeout=60)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    used.wait(timeout=60)
+    assert open_files() >= 5  # this thread's connection and the four workers'
+    db.close()
+    try:
+        assert open_files() == 0
+    finally:
+        done.set()
+        for t in threads:
+            t.join(timeout=60)

@@ -133,7 +133,7 @@ def test_login_attempts_are_limited_per_address(client: TestClient) -> None:
     from kbserver.web.session import LoginLimiter
 
     admin_app = next(r.app for r in client.app.routes if getattr(r, "path", "") == "/admin")  # type: ignore[attr-defined]
-    admin_app.state.login_limiter = LoginLimiter(cap=2, step=0.0)
+    admin_app.state.login_limiter = LoginLimiter(admin_app.state.services, cap=2, step=0.0)
     csrf = csrf_of(client.get("/admin/login").text)
     for _ in range(2):
         assert client.post("/admin/login", data={"csrf": csrf, "token": "guess"}).status_code == 401
