@@ -97,7 +97,7 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Mount("/api/v1", routes=api_routes()),
         Mount("/git", app=git_app(svc, token, git=shutil.which("git"))),
-        Mount("/admin", app=admin_app(svc, token)),
+        Mount("/admin", app=admin_app(svc, token, secure_cookies=settings.secure_cookies)),
         mcp_route,
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

@@ -145,7 +145,16 @@ def _serve(args: argparse.Namespace) -> int:
                     print(f"admin token: {token}", flush=True)
 
         # log_config=None: uvicorn's loggers go through the one JSON handler (kbserver.logs).
-        config = uvicorn.Config(app, access_log=False, log_level="warning", log_config=None)
+        # Forwarded headers only from the proxies named (uvicorn would believe any from loopback).
+        proxies = settings.trusted_proxies
+        config = uvicorn.Config(
+            app,
+            access_log=False,
+            log_level="warning",
+            log_config=None,
+            proxy_headers=bool(proxies),
+            forwarded_allow_ips=proxies or [],
+        )
         _Server(config).run(sockets=[sock])
     finally:
         sock.close()

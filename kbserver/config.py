@@ -87,6 +87,16 @@ class Settings(BaseModel):
     log_level: LogLevel = Field(
         default="INFO", description="log level: DEBUG, INFO, WARNING, ERROR or CRITICAL"
     )
+    trusted_proxies: list[str] = Field(
+        default_factory=list,
+        description="addresses of the reverse proxies whose X-Forwarded-For/-Proto to believe "
+        "(comma-separated; `*` for any); empty: the socket's peer is the client",
+    )
+    secure_cookies: bool = Field(
+        default=False,
+        description="mark the admin's session cookie Secure even on plain HTTP (behind a TLS proxy); "
+        "it always is when the request is HTTPS",
+    )
     control_url: SecretStr | None = Field(
         default=None,
         description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB: the PostgreSQL control store several "

@@ -16,7 +16,7 @@ import anyio
 import anyio.to_thread
 from starlette.types import Receive, Scope, Send
 
-from kbserver.core.errors import Forbidden, KBError, NotFound, Unavailable
+from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound, TooLarge, Unavailable
 from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.gitweb.pktline import error_packet, parse_v2_request
 from kbserver.gitweb.upload_pack import UploadPack, read_body, unreachable_want
@@ -134,6 +134,12 @@ class GitEdge:
                 raise _UnsupportedMediaType("send Content-Type: application/x-git-upload-pack-request")
             if headers.get("content-encoding", "identity") not in ("identity", "gzip", "x-gzip"):
                 raise _UnsupportedMediaType("only gzip request bodies are understood")
+            declared = headers.get("content-length")  # refused before a byte of the body is read
+            if declared is not None and not declared.strip().isdigit():
+                raise InvalidRequest("the Content-Length header must be a number of bytes")
+            if declared is not None and int(declared) > self.max_body_bytes:
+                limit = self.max_body_bytes
+                raise TooLarge(f"the request body is over {limit} bytes", limit=limit)
 
         caller = await anyio.to_thread.run_sync(
             authenticate, self.services, _token(headers), self.admin_token

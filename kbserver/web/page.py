@@ -129,7 +129,16 @@ async def expand(request: Request, slug: str, version: str) -> str:
 
 
 async def _form(request: Request) -> dict[str, str]:
-    """The url-encoded form body (read up to MAX_FORM_BYTES). Raises TooLarge, InvalidRequest."""
+    """The url-encoded form body (read up to MAX_FORM_BYTES). Raises TooLarge, InvalidRequest.
+
+    A declared Content-Length over the limit is refused before a byte of the body is read.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.strip().isdigit():
+            raise InvalidRequest("the Content-Length header must be a number of bytes")
+        if int(declared) > MAX_FORM_BYTES:
+            raise TooLarge(f"the form is over {MAX_FORM_BYTES} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():

@@ -48,12 +48,15 @@ _HEADERS = {
 
 
 class SecurityHeaders:
-    """Adds the strict headers to every answer of the admin, error pages included."""
+    """Adds the strict headers to every answer of the admin, error pages included, and marks its
+    cookies `Secure` on HTTPS (the scheme a trusted proxy forwarded counts) or with `secure_cookies`."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, secure_cookies: bool = False) -> None:
+        self.app, self.secure_cookies = app, secure_cookies
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        secure = self.secure_cookies or scope.get("scheme") == "https"
+
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
@@ -61,6 +64,8 @@ class SecurityHeaders:
                     if name == "cache-control" and name in headers:
                         continue  # static files keep their own
                     headers[name] = value
+                if secure:
+                    _secure_cookies(message)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
@@ -89,6 +94,16 @@ class SessionCheck:
             except KBError as err:
                 scope[_ALIVE] = err
         await self.app(scope, receive, send)
+
+
+def _secure_cookies(message: Message) -> None:
+    """Add the Secure flag to every Set-Cookie of a response start that lacks it."""
+    raw: list[tuple[bytes, bytes]] = []
+    for name, value in message.get("headers", []):
+        if name.lower() == b"set-cookie" and b"secure" not in value.lower().split(b"; "):
+            value += b"; secure"
+        raw.append((name, value))
+    message["headers"] = raw
 
 
 def session_secret(admin_token: str) -> str:

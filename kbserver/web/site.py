@@ -65,8 +65,17 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
     )
 
 
-def admin_app(services: Services, admin_token: str, session_seconds: int = SESSION_SECONDS) -> Starlette:
-    """The web admin for `services`; login with `admin_token`; sessions last `session_seconds`."""
+def admin_app(
+    services: Services,
+    admin_token: str,
+    session_seconds: int = SESSION_SECONDS,
+    *,
+    secure_cookies: bool = False,
+) -> Starlette:
+    """The web admin for `services`; login with `admin_token`; sessions last `session_seconds`.
+
+    The session cookie is `Secure` on HTTPS requests, and on every request with `secure_cookies`.
+    """
     routes = [
         Route("/", browse.kb_list, methods=["GET"]),
         Route("/login", login.login_page, methods=["GET"]),
@@ -99,7 +108,7 @@ def admin_app(services: Services, admin_token: str, session_seconds: int = SESSI
         Mount("/static", app=StaticFiles(directory=_STATIC), name="static"),
     ]
     middleware = [
-        Middleware(SecurityHeaders),
+        Middleware(SecurityHeaders, secure_cookies=secure_cookies),
         Middleware(
             SessionMiddleware,
             secret_key=session_secret(admin_token),
