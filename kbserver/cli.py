@@ -7,6 +7,8 @@ import contextlib
 import dataclasses
 import io
 import json
+import logging
+import os
 import signal
 import socket
 import sys
@@ -23,7 +25,12 @@ from kbserver.services import Services, agents, files, health, kbs, proposals, s
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_control, open_services
 
-__all__ = ["main"]
+__all__ = ["MIN_ADMIN_TOKEN", "main"]
+
+log = logging.getLogger("kbserver.cli")
+
+MIN_ADMIN_TOKEN = 24
+"""An admin token shorter than this gets a warning at `serve` (a generated one has 47 characters)."""
 
 
 @contextlib.contextmanager
@@ -74,8 +81,11 @@ def _settings(args: argparse.Namespace, **options: object) -> Settings:
     Every command but `serve` and `kb create` refuses a data folder that does not exist, so a typo
     in --data is an error instead of a new, empty data folder.
     """
-    settings = Settings.from_env(data=args.data, **options)
-    logs.configure(settings.log_level)
+    settings = Settings.from_env(data=args.data or args.data_first, **options)
+    # A one-shot command prints what it did; its INFO logs (a repack's, say) would only repeat it as
+    # JSON on the terminal, unless KBSERVER_LOG_LEVEL asks for them.
+    quiet = not args.long_running and "KBSERVER_LOG_LEVEL" not in os.environ
+    logs.configure("WARNING" if quiet and settings.log_level in ("DEBUG", "INFO") else settings.log_level)
     data = settings.data
     if data.exists() and not data.is_dir():
         raise InvalidRequest(f"data folder {data} is not a folder; pass --data DIR", data=str(data))
@@ -129,6 +139,14 @@ def _serve(args: argparse.Namespace) -> int:
             print(f"imported sample_kb/ as KB 'sample' into {settings.data}")
         app = create_app(settings, services)
         token = admin_token(settings)
+        if len(token) < MIN_ADMIN_TOKEN:  # a warning in the log (every stderr line is JSON)
+            log.warning(
+                "the admin token is only %d characters; whoever guesses it owns every KB: use at least %d "
+                "random ones, e.g. KBSERVER_ADMIN_TOKEN=$(python3 -c 'import secrets; "
+                "print(secrets.token_urlsafe(32))')",
+                len(token),
+                MIN_ADMIN_TOKEN,
+            )
         base = f"http://{settings.host}:{port}"
 
         class _Server(uvicorn.Server):
@@ -371,9 +389,20 @@ def _worker(args: argparse.Namespace) -> int:
         signal.signal(signum, lambda *_: stop.set())
     with _closing(services):
         services.start()
-        print(f"kbserver worker following main in {settings.data}", flush=True)
-        while not stop.wait(1.0):
-            pass
+        stop.wait(2.0)  # the first try to lead happens at once: give it time before saying which
+        said: bool | None = None
+        while not stop.is_set():
+            if services.follower.leading != said:
+                said = services.follower.leading
+                if said:
+                    print(f"kbserver worker following main in {settings.data}", flush=True)
+                else:
+                    print(
+                        f"kbserver worker standing by in {settings.data}: another process (serve, a "
+                        "worker, kbserver mcp) follows main; this one takes over when it stops",
+                        flush=True,
+                    )
+            stop.wait(1.0)
     return 0
 
 
@@ -409,6 +438,9 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="kbserver", description="Versioned memory for AI agents.")
     parser.add_argument("--version", action="version", version=f"kbserver {__version__}")
+    # --data also before the command (`kbserver --data D agent list`); its own dest, since the
+    # command's --data default (None) would otherwise overwrite it.
+    parser.add_argument("--data", dest="data_first", default=None, help="the data folder (as COMMAND --data)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def command(
@@ -423,7 +455,7 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument(
             "--data", default=None, help=f"data folder (default ./kbdata or $KBSERVER_DATA; {where})"
         )
-        p.set_defaults(fn=fn, creates_data=creates_data)
+        p.set_defaults(fn=fn, creates_data=creates_data, long_running=name in ("serve", "worker", "mcp"))
         return p
 
     p = command("serve", _serve, "run the server (HTTP API, MCP, git clone)", creates_data=True)
@@ -534,6 +566,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         code: int = args.fn(args)
+        sys.stdout.flush()  # here, so output closed early (`| head`) is caught below
+    except BrokenPipeError:  # the reader has what it wanted: no error, no traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, as a tool killed by it
     except KBError as err:
         print(f"error: {err.code}: {err.message}", file=sys.stderr)
         return 1

