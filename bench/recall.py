@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "semantic (e5, centred)": lambda r: r[1][:_CANDIDATES],
         f"hybrid {default.method} w={default.keyword_weight:g} (default)": fused(default),
     }
-    for method in ("coverage", "convex"):
+    for method in ("absolute", "coverage", "convex"):
         for w in (float(x) for x in args.weights.split(",") if x):
             modes.setdefault(f"hybrid {method} w={w:g}", fused(Fusion(method=method, keyword_weight=w)))  # type: ignore[arg-type]
     for k in (float(x) for x in args.rrf.split(",") if x):

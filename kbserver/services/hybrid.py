@@ -9,10 +9,17 @@ stronger than raw e5, min-max normalised BM25 hurts: its best keyword match alwa
 when all it shares with the question is one common word (a name, "last week"), and that buries the
 answer of a question asked in the other language. The default therefore fuses the cosine with the
 keyword candidates' *coverage*, the idf-weighted share of the question's words a memory holds
-(absolute: 1 for every rare word, near 0 for one common word), 0.25 toward the words:
-R@1 0.789 / R@5 0.955 against 0.789 / 0.940 for meaning alone and 0.579 / 0.699 for BM25 alone;
-the best min-max convex weight (0.2) reached 0.752 / 0.940, RRF k=10 0.639 / 0.835. The weight is
-a setting (`semantic_weight`); convex and RRF stay available for comparison.
+(absolute: 1 for every rare word, near 0 for one common word), 0.25 toward the words.
+
+The cosine is taken as it is (clipped to [0, 1]), not min-max normalised over the results: a
+memory's score then depends on the memory and the question alone, so scores compare across
+queries and two near-identical memories score alike (min-max over a KB of two made their scores
+0.80 and 0.05). It ranks better too. REALTALK (bench/recall_public.py, all 10 conversations, 679
+questions, R@5 / MRR@10): absolute 0.663 / 0.526 against 0.642 / 0.500 for min-max, on both
+halves of a held-out split (0.666 / 0.660 against 0.648 / 0.636); RRF k=10 0.624, convex w=0.25
+0.644; SQLite FTS5 BM25 0.468, with Porter stemming 0.535. The hand-written set (bench/recall.py,
+100 candidates as memory_search takes): R@5 0.940 either way, R@1 0.752 against 0.789. The weight
+is a setting (`semantic_weight`); min-max coverage, convex and RRF stay available for comparison.
 """
 
 from __future__ import annotations
@@ -28,13 +35,16 @@ __all__ = ["Fusion", "Ranked", "fuse"]
 class Fusion:
     """How to merge the two rankings.
 
-    `coverage` (the default): `w * coverage + (1 - w) * norm(cosine)`, where coverage is the
-    idf-weighted share of the question's words a memory holds (absolute, in [0, 1]); `convex`: the
+    `absolute` (the default): `w * coverage + (1 - w) * cosine`, where coverage is the
+    idf-weighted share of the question's words a memory holds and cosine the similarity of meaning,
+    each clipped to [0, 1]: absolute, so a score in [0, 1] that depends on the memory and the
+    question alone. `coverage`: the same with the cosine min-max normalised over the semantic
+    ranking (from `semantic_floor`), which ties a score to what else was found; `convex`: the
     same with min-max normalised BM25 scores instead of coverage; `rrf`: reciprocal-rank fusion with
     constant `rrf_k`. `keyword_weight` is w.
     """
 
-    method: Literal["coverage", "convex", "rrf"] = "coverage"
+    method: Literal["absolute", "coverage", "convex", "rrf"] = "absolute"
     keyword_weight: float = 0.25
     rrf_k: float = 10.0
 
@@ -62,6 +72,10 @@ def _min_max(ranking: Sequence[Ranked], floor: float | None = None) -> dict[str,
     return {r.key: (r.score - low) / span if span > 0 else 1.0 for r in ranking}
 
 
+def _clip(value: float) -> float:
+    return min(1.0, max(0.0, value))
+
+
 def fuse(
     keyword: Sequence[Ranked],
     semantic: Sequence[Ranked],
@@ -78,14 +92,15 @@ def fuse(
     ranking, and the first k places come out as if it were passed in full, since a key left out
     scores less than each of those k (for a keyword weight below 1).
 
-    Coverage: `w * coverage + (1 - w) * norm(cosine)`, with `coverage` the share of the question's
-    words each key of `keyword` holds (0 when missing); ties follow the keyword ranking, then key.
+    Absolute: `w * coverage + (1 - w) * cosine` (each clipped to [0, 1]), with `coverage` the share
+    of the question's words each key of `keyword` holds (0 when missing); ties follow the keyword
+    ranking, then key. Coverage: the same with `norm(cosine)`.
     Convex: `w * norm(bm25) + (1 - w) * norm(cosine)`, a key missing from a list counting 0 there.
     RRF: `sum 1 / (k + rank)` over the lists that hold the key (ranks from 1).
 
     `keyword_only` names keys of `keyword` that the semantic side cannot score at all (no vector yet:
-    written since the embeddings last caught up). Their words stand in for their meaning: coverage
-    and convex give them their keyword part with weight 1, RRF counts their keyword rank twice.
+    written since the embeddings last caught up). Their words stand in for their meaning: absolute,
+    coverage and convex give them their keyword part with weight 1, RRF counts their keyword rank twice.
     Counting the missing meaning as 0 would rank a memory written a moment ago, the question's only
     keyword match, below every memory merely close to the question in meaning, off the page until
     the follower embeds it.
@@ -99,13 +114,17 @@ def fuse(
                     continue
                 share = 2.0 if r.key in keyword_only else 1.0
                 scores[r.key] = scores.get(r.key, 0.0) + share / (fusion.rrf_k + rank)
-    elif fusion.method == "coverage":
+    elif fusion.method in ("absolute", "coverage"):
         w = fusion.keyword_weight
         covered = coverage or {}
         for r in keyword:
             part = 1.0 if r.key in keyword_only else w
-            scores[r.key] = part * min(1.0, max(0.0, covered.get(r.key, 0.0)))
-        for key, value in _min_max(semantic, semantic_floor).items():
+            scores[r.key] = part * _clip(covered.get(r.key, 0.0))
+        if fusion.method == "absolute":
+            meaning = {r.key: _clip(r.score) for r in semantic}
+        else:
+            meaning = _min_max(semantic, semantic_floor)
+        for key, value in meaning.items():
             if key not in keyword_only:
                 scores[key] = scores.get(key, 0.0) + (1.0 - w) * value
         place = {r.key: i for i, r in enumerate(keyword)}

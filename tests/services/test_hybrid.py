@@ -59,7 +59,7 @@ def test_rrf_equals_its_definition(kw: list[Ranked], sem: list[Ranked], k: float
 def test_weights_at_the_ends_give_one_side_only() -> None:
     kw = [Ranked("a", 9.0), Ranked("b", 5.0), Ranked("c", 1.0)]
     sem = [Ranked("c", 0.9), Ranked("b", 0.5), Ranked("d", 0.1)]
-    for method in ("convex", "coverage"):
+    for method in ("convex", "coverage", "absolute"):
         coverage = {"a": 1.0, "b": 0.6, "c": 0.2}
         ends = [fuse(kw, sem, Fusion(method=method, keyword_weight=w), coverage=coverage) for w in (1.0, 0.0)]  # type: ignore[arg-type]
         assert [r.key for r in ends[0]][:3] == ["a", "b", "c"]
@@ -91,6 +91,43 @@ def test_coverage_fusion_equals_its_definition(
     assert [r.key for r in got] == order or any(a == pytest.approx(b) for a, b in itertools.pairwise(scores))
 
 
+cosines = st.lists(st.tuples(_keys, st.floats(-1, 1, allow_nan=False)), max_size=12).map(_ranking)
+
+
+@given(kw=rankings, sem=cosines, w=st.floats(0, 1), data=st.data())
+def test_absolute_fusion_equals_its_definition(
+    kw: list[Ranked], sem: list[Ranked], w: float, data: st.DataObject
+) -> None:
+    """The default: w * coverage + (1 - w) * cosine, each clipped to [0, 1]; no normalisation."""
+    coverage = {r.key: data.draw(st.floats(-0.5, 1.5)) for r in kw}
+    got = fuse(kw, sem, Fusion(keyword_weight=w), coverage=coverage)
+    expected = {r.key: w * min(1.0, max(0.0, coverage[r.key])) for r in kw}
+    for r in sem:
+        expected[r.key] = expected.get(r.key, 0.0) + (1 - w) * min(1.0, max(0.0, r.score))
+    assert {r.key: r.score for r in got} == pytest.approx(expected)
+    assert all(0.0 <= r.score <= 1.0 + 1e-9 for r in got)
+    assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
+
+
+@given(sem=cosines, extra=cosines, w=st.floats(0, 0.99))
+def test_an_absolute_score_does_not_depend_on_what_else_was_found(
+    sem: list[Ranked], extra: list[Ranked], w: float
+) -> None:
+    alone = {r.key: r.score for r in fuse([], sem, Fusion(keyword_weight=w))}
+    more = _ranking([(r.key, r.score) for r in sem] + [(f"x{r.key}", r.score) for r in extra])
+    together = {r.key: r.score for r in fuse([], more, Fusion(keyword_weight=w))}
+    assert {k: together[k] for k in alone} == pytest.approx(alone)
+
+
+def test_near_identical_memories_score_alike() -> None:
+    """Two memories a hair apart in meaning, alone in their KB: min-max made them 1 and 0."""
+    sem = [Ranked("a", 0.52), Ranked("b", 0.51)]
+    got = fuse([], sem, Fusion(), semantic_floor=0.51)
+    assert got[0].score - got[1].score == pytest.approx(0.75 * 0.01)
+    minmax = fuse([], sem, Fusion(method="coverage"), semantic_floor=0.51)
+    assert minmax[0].score - minmax[1].score == pytest.approx(0.75)
+
+
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="keyword_weight"):
         Fusion(keyword_weight=1.5)
@@ -103,7 +140,7 @@ def test_bad_settings_are_refused() -> None:
     sem=rankings,
     k=st.integers(1, 12),
     w=st.floats(0, 0.99),
-    method=st.sampled_from(["convex", "coverage"]),
+    method=st.sampled_from(["convex", "coverage", "absolute"]),
     covered=st.floats(0, 1),
 )
 def test_the_top_of_a_ranking_with_its_floor_fuses_like_the_whole(
@@ -113,6 +150,8 @@ def test_the_top_of_a_ranking_with_its_floor_fuses_like_the_whole(
     and the lowest score of all: the first k places must be those of fusing the whole ranking."""
     fusion = Fusion(method=method, keyword_weight=w)  # type: ignore[arg-type]
     coverage = {r.key: covered / (1 + i) for i, r in enumerate(kw)}
+    if method == "absolute":  # scores are cosines there: at most 1, so clipping makes no new ties
+        sem = [Ranked(r.key, r.score / 50) for r in sem]
     whole = fuse(kw, sem, fusion, coverage=coverage)
     if len(sem) > k:  # keep ties with the k-th, as the vector store does
         cut = sem[k - 1].score
@@ -124,7 +163,7 @@ def test_the_top_of_a_ranking_with_its_floor_fuses_like_the_whole(
     assert [(r.key, pytest.approx(r.score)) for r in part[:k]] == [(r.key, r.score) for r in whole[:k]]
 
 
-@pytest.mark.parametrize("method", ["coverage", "convex", "rrf"])
+@pytest.mark.parametrize("method", ["absolute", "coverage", "convex", "rrf"])
 def test_keys_without_a_vector_rank_by_their_words_alone(method: str) -> None:
     """A memory not embedded yet (keyword_only) is scored by its words standing in for its meaning:
     the question's only keyword match must not fall below memories merely close in meaning."""
