@@ -374,10 +374,10 @@ def _repack(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     from kbserver.mcp import run_stdio
 
-    _, services = _services(args)
+    settings, services = _services(args)
     with _closing(services):
         services.start()  # follows main unless another process (serve, a worker) already does
-        run_stdio(services, args.agent)
+        run_stdio(services, args.agent, admin_token(settings))  # checks the approval card's token
     return 0
 
 

@@ -51,6 +51,7 @@ class Binding:
     services: Services
     caller: Callable[[], Caller]
     process_run: RunInfo | None = None
+    admin_token: str | None = None  # checks the approval card's admin credential (None: no card approvals)
 
     def run_of(self, rctx: _Ctx | None, run: str | None = None) -> RunInfo | None:
         """The run the current call belongs to: `run` (a handle from start_run), else the session's or

@@ -166,7 +166,7 @@ def mcp_http(
     """The MCP server for HTTP callers and its ASGI app serving `/mcp` (needs the server's session
     manager running: see mount_mcp)."""
     _quiet_closing_sessions()
-    binding = Binding(services, _token_caller(services, admin_token))
+    binding = Binding(services, _token_caller(services, admin_token), admin_token=admin_token)
     verifier = KBTokenVerifier(services, admin_token)
     server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools)
     app = server.streamable_http_app(

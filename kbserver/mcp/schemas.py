@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ERROR_SCHEMA",
+    "DecisionOutput",
     "FileInfo",
     "ListOutput",
     "ProposalInfo",
@@ -109,6 +110,10 @@ class WriteOutput(_Output):
     proposal: ProposalInfo | None = Field(
         default=None, description="set instead of a version when the write awaits an admin's approval"
     )
+    approval: dict[str, Any] | None = Field(
+        default=None,
+        description="with proposal: what the approval card shows (kb, files, diff, status, admin_url)",
+    )
 
 
 class SearchHit(BaseModel):
@@ -155,3 +160,11 @@ class ProposalOutput(_Output):
     diff: list[dict[str, Any]] | None = Field(
         default=None, description="[{path, change, patch}]: what approving it now would change (pending)"
     )
+
+
+class DecisionOutput(_Output):
+    """approve_proposal's answer."""
+
+    id: str
+    status: str = Field(description="approved or rejected")
+    version: str | None = Field(default=None, description="the version the approval made")

@@ -13,6 +13,7 @@ from pydantic import AnyHttpUrl
 
 from kbserver import __version__
 from kbserver.mcp.binding import Binding
+from kbserver.mcp.card import card_apps
 from kbserver.mcp.dialects import dialect_tools
 from kbserver.mcp.instructions import MEMORY_RULES
 from kbserver.mcp.resources import register_resources
@@ -20,15 +21,18 @@ from kbserver.mcp.run_tools import RUN_TOOL_NAMES, run_tools
 from kbserver.mcp.session import SessionMiddleware
 from kbserver.mcp.tools import context_tools
 
-__all__ = ["build_server"]
+__all__ = ["TOOLS_TTL_MS", "build_server"]
 
 # Every one of these answers depends on who asks: never share a cached copy across callers.
 _PRIVATE = CacheHint(ttl_ms=0, scope="private")
+TOOLS_TTL_MS = 300_000
+"""tools/list is the same for every request of one agent (its tool sets, plus the run tools): a client
+may keep it this long; an admin's change of the agent's tool sets shows within that time."""
 _CACHE_HINTS = {
-    "server/discover": _PRIVATE,
+    "server/discover": _PRIVATE,  # carries the instructions: MEMORY.md, due reminders
     "resources/list": _PRIVATE,
     "resources/read": _PRIVATE,
-    "tools/list": _PRIVATE,
+    "tools/list": CacheHint(ttl_ms=TOOLS_TTL_MS, scope="private"),
     "resources/templates/list": _PRIVATE,
 }
 
@@ -59,6 +63,7 @@ def build_server(
         tools=[*context_tools(binding), *dialect_tools(binding), *run_tools(binding)],
         log_level="WARNING",
         cache_hints=_CACHE_HINTS,  # type: ignore[arg-type]
+        extensions=[card_apps()],
         middleware=[SessionMiddleware(binding, always=[*RUN_TOOL_NAMES, *map(_name, extra_tools)])],
     )
     register_resources(server, binding)

@@ -68,8 +68,9 @@ class SessionMiddleware:
         result = await call_next(ctx)
         if ctx.method == "resources/read" and isinstance(result, dict):
             for item in result.get("contents") or []:  # one template serves every kind of file
-                if isinstance(item, dict) and isinstance(item.get("uri"), str) and "text" in item:
-                    item["mimeType"] = mime_type(item["uri"])
+                uri = item.get("uri") if isinstance(item, dict) else None
+                if isinstance(uri, str) and uri.startswith("kb://") and "text" in item:
+                    item["mimeType"] = mime_type(uri)
         return result
 
     async def _get_prompt(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
@@ -170,6 +171,7 @@ class SessionMiddleware:
             )
         except KBError as err:
             raise _protocol_error(err, INVALID_PARAMS) from None
+        # Only the caller's files: the approval card (ui://) is found through write_context's _meta.
         result["resources"] = [r.model_dump(by_alias=True, mode="json", exclude_none=True) for r in page]
         if next_cursor is not None:
             result["nextCursor"] = next_cursor

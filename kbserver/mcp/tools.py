@@ -16,11 +16,13 @@ from pydantic import Field
 
 from kbserver.core.model import FileChange, Limits
 from kbserver.mcp.binding import RunArg
+from kbserver.mcp.card import CARD_META, approval, approval_result
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
 from kbserver.services import files as kb_files
 from kbserver.services import versions
 from kbserver.services.idempotency import KEY_PATTERN
+from kbserver.services.models import ProposalAccepted
 from kbserver.services.search import MAX_LIMIT
 from kbserver.services.toolsets import TOOL_SETS
 
@@ -167,6 +169,9 @@ def context_tools(binding: "Binding") -> list[Tool]:
         """
         session = binding.session(ctx.request_context, run)
         result = session.submit(session.default_kb(kb), files, message, idempotency_key=idempotency_key)
+        if isinstance(result, ProposalAccepted):  # the approval card's data, and its text
+            card = approval(services, session.caller, result.proposal.id, base_url(ctx))
+            return approval_result(result.model_dump(mode="json"), card)
         return ok_result(result)
 
     def search_context(
@@ -193,11 +198,20 @@ def context_tools(binding: "Binding") -> list[Tool]:
         _tool(list_context_files, "List KB files", read_only),
         _tool(read_context_file, "Read a KB file", read_only),
         _tool(list_context_versions, "List a KB's versions", read_only),
-        _tool(write_context, "Write to a KB", write_annotations),
+        _tool(write_context, "Write to a KB", write_annotations, CARD_META),
         _tool(search_context, "Search a KB", read_only),
     ]
 
 
-def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:
+def _tool(
+    fn: Callable[..., Any], title: str, annotations: ToolAnnotations, meta: dict[str, Any] | None = None
+) -> Tool:
     description = inspect.cleandoc(fn.__doc__ or "")
-    return KBTool.from_function(fn, title=title, description=description, annotations=annotations)
+    return KBTool.from_function(fn, title=title, description=description, annotations=annotations, meta=meta)
+
+
+def base_url(ctx: Context[Any, Any]) -> str | None:
+    """The server's base URL as the HTTP request named it (None over stdio)."""
+    request = ctx.request_context.request
+    url = getattr(request, "base_url", None)
+    return str(url) if url is not None else None

@@ -1,4 +1,5 @@
-"""A proposal as its agent asks about it, by id alone: pending, approved, rejected or stale."""
+"""A proposal as its agent asks about it, by id alone (pending, approved, rejected or stale), and the
+decision taken on the approval card in the agent's chat."""
 
 from __future__ import annotations
 
@@ -6,13 +7,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kbserver.core.errors import NotFound
+from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller
 from kbserver.services import proposals
+from kbserver.services.auth import ADMIN
 from kbserver.services.context import Services
-from kbserver.services.models import DiffEntry, Proposal, ProposalFile
+from kbserver.services.models import Approval, DiffEntry, Proposal, ProposalFile, Rejection
 
-__all__ = ["AskStatus", "ProposalState", "find", "state", "status"]
+__all__ = ["AskStatus", "ProposalState", "decide", "find", "state", "status"]
 
 AskStatus = Literal["pending", "approved", "rejected", "stale"]
 
@@ -77,3 +79,33 @@ def state(slug: str, p: Proposal) -> ProposalState:
 def status(services: Services, caller: Caller, proposal_id: str) -> ProposalState:
     """The state of the caller's proposal `proposal_id`. Raises NotFound."""
     return state(*find(services, caller, proposal_id))
+
+
+def decide(
+    services: Services,
+    caller: Caller,
+    proposal_id: str,
+    decision: str,
+    reason: str | None = None,
+    *,
+    by_admin: bool,
+) -> Approval | Rejection:
+    """Approve or reject `proposal_id` from the approval card, as the admin.
+
+    `by_admin`: the call presented the admin's credential (the edge checks it; the connection's own
+    token is the proposing agent's, which never may decide). The proposal is looked up among the
+    caller's own (the admin's: all). Raises Forbidden, InvalidRequest, NotFound and every error of
+    proposals.approve and proposals.reject.
+    """
+    if not by_admin:
+        raise Forbidden(
+            "only the admin approves or rejects proposals: enter the admin token in the approval card, "
+            "or decide in the web admin",
+            proposal=proposal_id,
+        )
+    if decision not in ("approve", "reject"):
+        raise InvalidRequest("decision must be approve or reject", decision=decision)
+    slug, p = find(services, caller, proposal_id)
+    if decision == "approve":
+        return proposals.approve(services, ADMIN, slug, p.id)
+    return proposals.reject(services, ADMIN, slug, p.id, reason)

@@ -11,6 +11,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.testclient import TestClient
 
 from kbserver.control import RunRow
+from kbserver.mcp.server import TOOLS_TTL_MS
 from kbserver.services import Services, agents, files, versions
 from kbserver.services.auth import ADMIN, caller_for
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
@@ -273,3 +274,15 @@ async def test_instructions_say_when_to_start_a_run(http_url: str, services: Ser
     async with _connect(http_url, services, "asker", "legacy") as legacy:
         text = legacy.instructions or ""
     assert "You need no start_run" in text and "This session is run run_" in text
+
+
+async def test_tools_list_is_cacheable_per_agent(http_url: str, services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"}, tools=["context", "memory"])
+    async with _connect(http_url, services, "bob", "auto") as bob:
+        first = await bob.list_tools(cache_mode="bypass")
+        second = await bob.list_tools(cache_mode="bypass")
+        run = ok(await bob.call_tool("start_run", {}))["run"]
+        ok(await bob.call_tool("memory_add", {"content": "a fact", "run": run}))
+        third = await bob.list_tools(cache_mode="bypass")
+    assert (first.ttl_ms, first.cache_scope) == (TOOLS_TTL_MS, "private")
+    assert first.tools == second.tools == third.tools  # a run or a write changes nothing in it

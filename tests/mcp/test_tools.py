@@ -23,7 +23,11 @@ EXPECTED_ARGS = {
     "write_context": ({"kb", "files", "message", "idempotency_key", "run"}, {"files"}),
     "search_context": ({"kb", "query", "limit", "prefix", "run"}, {"query"}),
 }
-RUN_TOOLS = {"start_run": ({"kbs", "interactive"}, set()), "get_proposal": ({"id"}, {"id"})}
+RUN_TOOLS = {
+    "start_run": ({"kbs", "interactive"}, set()),
+    "get_proposal": ({"id"}, {"id"}),
+    "approve_proposal": ({"id", "decision", "admin_token", "reason"}, {"id", "decision"}),
+}
 
 
 async def test_tool_names_arguments_and_schemas(services: Services, agent: dict[str, str]) -> None:
@@ -48,7 +52,14 @@ async def test_tool_names_arguments_and_schemas(services: Services, agent: dict[
     modes = {ref["$ref"].rsplit("/", 1)[-1] for ref in files["items"]["oneOf"]}
     assert modes == {"Create", "Append", "Edit", "Overwrite", "Delete"}
     assert files["items"]["discriminator"]["propertyName"] == "mode"
-    assert set(write.output_schema["properties"]) == {"version", "parent", "files", "proposal", "error"}  # type: ignore[index]
+    assert set(write.output_schema["properties"]) == {
+        "version",
+        "parent",
+        "files",
+        "proposal",
+        "approval",
+        "error",
+    }  # type: ignore[index]
     assert tools["search_context"].input_schema["properties"]["limit"]["maximum"] == 100
     assert tools["read_context_file"].annotations and tools["read_context_file"].annotations.read_only_hint
 
@@ -283,7 +294,8 @@ async def test_read_write_ask(services: Services, kb: str) -> None:
     # A session (the initialize handshake) is an interactive run: the write becomes a proposal.
     async with memory_client(services, "asker", mode="legacy") as client:
         proposal = ok(await client.call_tool("write_context", change))
-    assert proposal == {"proposal": {"id": proposal["proposal"]["id"], "status": "pending"}}
+    assert proposal["proposal"] == {"id": proposal["proposal"]["id"], "status": "pending"}
+    assert proposal["approval"]["status"] == "pending" and proposal["approval"]["kb"] == kb
     assert state(services, kb) == before
 
 

@@ -1,0 +1,94 @@
+"""The approval card (MCP Apps): a proposal shown in the agent's chat, approved or rejected there.
+
+- write_context names the card (`_meta.ui.resourceUri`, CARD_URI); a host with MCP Apps renders it with
+  the call's result: the proposal's files, modes, diff against the current head, stale or not.
+- Approve / Reject call `approve_proposal`, a tool only the card uses (`_meta.ui.visibility: ["app"]`).
+  The card's calls travel on the agent's own connection, so its bearer token is the proposing agent's
+  and never authorises a decision: the person types the admin token into the card, and the tool checks
+  it as the HTTP API would (an admin's own MCP connection needs none). The agent can call the tool
+  too, but without the admin token it is refused (`forbidden`).
+- Clients without MCP Apps get the same as text, plus the URL of the proposal in the web admin.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+from mcp.server.apps import Apps
+from mcp.types import CallToolResult, TextContent
+
+from kbserver.core.model import Caller
+from kbserver.services import Services, asks
+
+__all__ = [
+    "CARD_META",
+    "CARD_TOOL_META",
+    "CARD_URI",
+    "approval",
+    "approval_result",
+    "approval_text",
+    "card_apps",
+]
+
+CARD_URI = "ui://kbserver/proposal-card.html"
+CARD_META: dict[str, Any] = {"ui": {"resourceUri": CARD_URI}}
+"""The `_meta` of write_context: its result is shown in the card."""
+CARD_TOOL_META: dict[str, Any] = {"ui": {"resourceUri": CARD_URI, "visibility": ["app"]}}
+"""The `_meta` of approve_proposal: for the card, not the model."""
+
+
+def card_apps() -> Apps:
+    """The MCP Apps extension with the card's resource (advertises `io.modelcontextprotocol/ui`)."""
+    apps = Apps()
+    html = resources.files("kbserver.mcp").joinpath("card.html").read_text(encoding="utf-8")
+    apps.add_html_resource(
+        CARD_URI,
+        html,
+        name="proposal_card",
+        title="Approve or reject a proposal",
+        description="An agent's proposal: its files, diff and staleness, with Approve and Reject.",
+        prefers_border=True,
+    )
+    return apps
+
+
+def approval(services: Services, caller: Caller, proposal_id: str, base_url: str | None) -> dict[str, Any]:
+    """What the card shows of a proposal: its state (files, diff, stale) and its web admin URL."""
+    found = asks.status(services, caller, proposal_id)
+    data = found.model_dump(mode="json")
+    path = f"/admin/kbs/{found.kb}/proposals#p-{found.id}"
+    data["admin_url"] = base_url.rstrip("/") + path if base_url else path
+    data["card"] = CARD_URI
+    return data
+
+
+def approval_text(data: dict[str, Any]) -> str:
+    """The card as text, for clients without MCP Apps."""
+    lines = [
+        f"Proposal {data['id']} for KB {data['kb']} is {data['status']}: an admin must approve it before it "
+        "becomes part of the KB.",
+        "Files: " + ", ".join(f"{f['mode']} {f['path']}" for f in data["files"]),
+    ]
+    if data["status"] == "stale":
+        lines.append(f"It no longer applies to the current version: {data['reason']}")
+    for d in data.get("diff") or []:
+        lines.append(f"--- {d['change']} {d['path']}\n{d['patch']}")
+    lines.append(
+        f"Ask the person you work for to approve or reject it in the web admin: {data['admin_url']} . "
+        "get_proposal tells you what became of it."
+    )
+    return "\n".join(lines)
+
+
+def approval_result(result: dict[str, Any], data: dict[str, Any]) -> CallToolResult:
+    """A write's `{proposal}` result with the card's data (`approval`), as JSON and as text."""
+    full = {**result, "approval": data}
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text=json.dumps(full, ensure_ascii=False)),
+            TextContent(type="text", text=approval_text(data)),
+        ],
+        structured_content=full,
+    )

@@ -1,0 +1,115 @@
+"""The approval card in Chromium: a minimal MCP Apps host page runs it in a sandboxed iframe and relays
+its tools/call requests to the real server over the proposing agent's own MCP connection."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kbserver.mcp.card import CARD_URI
+from kbserver.services import Services, agents
+from kbserver.services.auth import ADMIN
+from tests.helpers import ADMIN_TOKEN, make_agent, state
+from tests.mcp.clients import http_client, ok
+
+async_api = pytest.importorskip("playwright.async_api")
+CHROMIUM = "/usr/bin/chromium"
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(), reason="needs Debian's chromium (scripts/test installs it)"
+    ),
+]
+
+# The host's side of the MCP Apps bridge: answer ui/initialize, send the tool result once the view is
+# initialized, relay tools/call to Python (window.mcpCall), record ui/open-link.
+HOST = """
+window.calls = [];
+window.addEventListener("message", async (event) => {
+  const frame = document.getElementById("card").contentWindow;
+  if (event.source !== frame) return;
+  const m = event.data;
+  const reply = (result) => frame.postMessage({ jsonrpc: "2.0", id: m.id, result }, "*");
+  if (m.method === "ui/initialize") {
+    reply({ protocolVersion: "2026-01-26", hostInfo: { name: "test-host", version: "0" },
+            hostCapabilities: {}, hostContext: {} });
+  } else if (m.method === "ui/notifications/initialized") {
+    const note = { jsonrpc: "2.0", method: "ui/notifications/tool-result", params: window.toolResult };
+    frame.postMessage(note, "*");
+  } else if (m.method === "tools/call") {
+    window.calls.push(m.params.name);
+    reply(await window.mcpCall(m.params.name, m.params.arguments));
+  } else if (m.method === "ui/open-link") {
+    window.opened = m.params.url;
+    reply({});
+  }
+});
+"""
+
+
+async def test_approve_in_the_card(http_url: str, services: Services, kb: str) -> None:
+    make_agent(services, "asker", {kb: "read_write_ask"})
+    _, token = agents.rotate(services, ADMIN, "asker")
+    async with http_client(http_url, {"Authorization": f"Bearer {token}"}) as asker:
+        run = ok(await asker.call_tool("start_run", {"interactive": True}))["run"]
+        change = {"files": [{"path": "idea.md", "mode": "create", "content": "an <b>idea</b>\n"}], "run": run}
+        written = await asker.call_tool("write_context", change)
+        pid = ok(written)["proposal"]["id"]
+        html = (await asker.read_resource(CARD_URI)).contents[0].text  # type: ignore[union-attr]
+        before = state(services, kb)
+
+        async def mcp_call(name: str, arguments: dict[str, Any]) -> Any:
+            result = await asker.call_tool(name, arguments)
+            return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+        async with async_api.async_playwright() as p:
+            browser = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+            try:
+                page = await browser.new_page()
+                page.set_default_timeout(30_000)
+                await page.expose_function("mcpCall", mcp_call)
+                await page.set_content("<!doctype html><title>host</title>")
+                await page.evaluate(HOST)
+                result = json.loads(written.model_dump_json(by_alias=True, exclude_none=True))
+                await page.evaluate(
+                    """([result, html]) => {
+                        window.toolResult = result;
+                        const frame = document.createElement("iframe");
+                        frame.id = "card"; frame.sandbox = "allow-scripts";
+                        frame.width = 700; frame.height = 600;
+                        frame.srcdoc = html;
+                        document.body.appendChild(frame);
+                    }""",
+                    [result, html],
+                )
+                card = page.frame_locator("#card")
+                await card.get_by_text(f"Proposal {pid} for KB {kb}: pending").wait_for()
+                await card.get_by_text("create idea.md").wait_for()
+                assert "an <b>idea</b>" in await card.locator("pre").first.inner_text()  # text, not HTML
+                assert await card.locator("b").count() == 0
+
+                await card.get_by_role("button", name="Approve").click()
+                await card.get_by_text("Enter the admin token first.").wait_for()
+                await card.get_by_label("Admin token").fill(token)  # the agent's own token: refused
+                await card.get_by_role("button", name="Approve").click()
+                await card.get_by_text("forbidden: only the admin approves").wait_for()
+                assert state(services, kb) == before
+
+                await card.get_by_label("Admin token").fill(ADMIN_TOKEN)
+                await card.get_by_role("button", name="Approve").click()
+                head_text = card.get_by_text("Approved as version ")
+                await head_text.first.wait_for()
+                head = services.repos.repo(kb).head()
+                assert head is not None and head != before[0]
+                assert f"Approved as version {head}." in await card.locator("#outcome").inner_text()
+                await card.get_by_text(f"Proposal {pid} for KB {kb}: approved").wait_for()
+                assert await card.get_by_label("Admin token").input_value() == ""  # not kept in the card
+
+                calls = await page.evaluate("window.calls")
+                assert calls.count("approve_proposal") == 2 and "get_proposal" in calls
+            finally:
+                await browser.close()
+        assert ok(await asker.call_tool("get_proposal", {"id": pid}))["status"] == "approved"
