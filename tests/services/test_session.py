@@ -51,14 +51,14 @@ def test_writes_carry_the_run_only_for_mounted_kbs(services: Services, kb: str) 
     assert versions.listing(services, ADMIN, "later", limit=1).versions[0].run is None
 
 
-def test_asking_agents_propose_in_a_session_and_are_told_how_outside_one(services: Services, kb: str) -> None:
+def test_asking_agents_propose_in_a_run_and_are_told_how_outside_one(services: Services, kb: str) -> None:
     _agent(services, "asker", {kb: "read_write_ask"})
     asker = caller_for(services, "asker")
     change = [Create(path="p.md", mode="create", content="p")]
     before = state(services, kb)
     with pytest.raises(ApprovalUnavailable) as err:
         AgentSession(services, asker).submit(kb, change, None)
-    assert "MCP session" in err.value.message and err.value.details["slug"] == kb
+    assert "start_run" in err.value.message and err.value.details["slug"] == kb
     assert state(services, kb) == before
     out = AgentSession.of(services, asker, start_run(services, asker)).submit(kb, change, "why")
     assert isinstance(out, ProposalAccepted) and state(services, kb) == before
