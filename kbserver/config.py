@@ -60,6 +60,19 @@ class Settings(BaseModel):
         description="while commits come close together, the follower waits up to this long to index and "
         "embed them in one go (0: each at once)",
     )
+    follower_lag_ms: float = Field(
+        default=1000.0,
+        ge=0,
+        le=600_000,
+        description="a follower sink whose oldest commit not yet indexed is older than this catches up at "
+        "the requests' priority, without batching, until nothing waits (0: never polite)",
+    )
+    follower_lag_commits: int = Field(
+        default=50,
+        ge=1,
+        le=1_000_000,
+        description="... and so does one with this many commits waiting",
+    )
     memory_budget_mb: int = Field(
         default=64,
         ge=1,
@@ -162,6 +175,8 @@ class Settings(BaseModel):
             index_poll_seconds=self.index_poll_seconds,
             follower_nice=self.follower_nice,
             follower_batch_ms=self.follower_batch_ms,
+            follower_lag_ms=self.follower_lag_ms,
+            follower_lag_commits=self.follower_lag_commits,
             follow=self.follower == "embedded",
             memory_budget_mb=self.memory_budget_mb,
             embedder=None if self.embedder == "none" else self.embedder,

@@ -15,7 +15,7 @@ from kbserver.control import ControlStore, PostgresControlStore, SqliteControlSt
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
 from kbserver.services.context import Options, Services
-from kbserver.services.follower import Follower, Sink, SinkDamaged
+from kbserver.services.follower import Follower, Pace, Sink, SinkDamaged
 from kbserver.services.indexing import SearchSink
 from kbserver.services.progress import Progress
 from kbserver.services.vector_sink import VectorSink
@@ -88,8 +88,12 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
         data / "follower.lock",
         poll_seconds=options.index_poll_seconds,
         lead=options.follow,
-        nice=options.follower_nice,
-        batch_seconds=options.follower_batch_ms / 1000,
+        pace=Pace(
+            nice=options.follower_nice,
+            batch_seconds=options.follower_batch_ms / 1000,
+            lag_seconds=options.follower_lag_ms / 1000,
+            lag_commits=options.follower_lag_commits,
+        ),
     )
     holder.append(follower)
     search_index.on_damaged = follower.report_damaged

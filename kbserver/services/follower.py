@@ -10,12 +10,15 @@ Each sink has a thread of its own: a slow sink (embedding costs tens of millisec
 never holds up a fast one (the keyword index), so a write is searchable by its words as soon as the
 index has it, whatever the vectors are doing.
 
-The follower's work must not slow the requests that cause it. Its sink threads run at a lower OS
-scheduling priority (`nice`, on Linux, where a thread is a task of its own), so a request wanting a
-core gets it first. And while commits come close together a sink lets them settle (`batch_seconds`):
+The follower's work must not slow the requests that cause it, and must not fall far behind them
+either (kbserver.services.sink_worker.Pace). While a sink is close behind, its work runs at a lower
+OS scheduling priority (`nice`, on Linux, where a thread is a task of its own), so a request wanting
+a core gets it first; and while commits come close together it lets them settle (`batch_seconds`):
 it waits until none came for a quarter of that, at most all of it, then applies them as one delta
-(one Whoosh update for several commits costs little more than one; each costs ~10 ms of GIL).
-The first commit after a pause is applied at once.
+(one Whoosh update for several commits costs little more than one; each costs ~10 ms of GIL). The
+first commit after a pause is applied at once. Once it is behind by more than a bound (the oldest
+commit not applied older than `lag_seconds`, or `lag_commits` waiting) it catches up at the
+requests' priority, everything pending in one delta, until nothing waits.
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ import fcntl
 import functools
 import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -35,38 +37,17 @@ from typing import Protocol
 from kbserver.core.errors import KBError, NotFound
 from kbserver.services.parts import Events, Repositories, Repository
 from kbserver.services.progress import Progress
+from kbserver.services.sink_worker import Pace, SinkWorker, lower_thread_priority
 from kbserver.store import Change
 from kbserver.store.feed import Covered, Damaged, Head
 
-__all__ = ["Delta", "Follower", "Sink", "SinkDamaged", "lower_thread_priority"]
+__all__ = ["Delta", "Follower", "Pace", "Sink", "SinkDamaged", "lower_thread_priority"]
 
 log = logging.getLogger(__name__)
 
-IDLE_SECONDS = 2.0  # commits paused this long: sinks do their housekeeping (index merges)
-SHORT_PAUSE_SECONDS = 0.1  # no delta for this long: sinks do what cannot wait for a real pause
 RECONCILE_SECONDS = 60.0  # compare every KB's head with every sink now and then: the feed is a hint
 LEADER_RETRY_SECONDS = 1.0  # a standby process tries to become the follower this often
 RETRY_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)  # a failing sink is retried after these pauses
-SETTLE_SHARE = 0.25  # batching: a sink applies once no commit came for this share of batch_seconds
-
-
-def lower_thread_priority(steps: int) -> int | None:
-    """Lower the calling thread's OS scheduling priority by `steps` nice levels (capped at 19) and
-    return its nice value; None where threads have no priority of their own (not Linux) or 0 steps.
-
-    On Linux a thread is a task with its own nice value, set through its native id; threads it
-    starts inherit it. Lowering needs no privilege (raising it back would).
-    """
-    if steps <= 0 or not sys.platform.startswith("linux"):
-        return None
-    tid = threading.get_native_id()
-    try:
-        nice = min(19, os.getpriority(os.PRIO_PROCESS, tid) + steps)
-        os.setpriority(os.PRIO_PROCESS, tid, nice)
-    except OSError as e:
-        log.warning("could not lower the priority of thread %s: %s", threading.current_thread().name, e)
-        return None
-    return nice
 
 
 class SinkDamaged(Exception):
@@ -116,83 +97,6 @@ class _Failure:
     retry_at: float
 
 
-class _SinkWorker:
-    """The thread that applies one sink's deltas, and its own housekeeping when commits pause."""
-
-    def __init__(self, follower: Follower, sink: Sink) -> None:
-        self.follower = follower
-        self.sink = sink
-        self.cond = threading.Condition()
-        self.pending: set[str] = set()
-        self.stopping = False
-        self.last_apply = 0.0
-        self.idle_stage = 0
-        # Batching: when the pending set last went from empty to not, whether the commit before
-        # came less than batch_seconds earlier (commits are streaming), and when the last came.
-        self.first_arrival = 0.0
-        self.last_arrival = float("-inf")
-        self.streaming = False
-        self.thread = threading.Thread(target=self._loop, name=f"kbserver-sink-{sink.name}", daemon=True)
-
-    def add(self, slugs: set[str]) -> None:
-        now = time.monotonic()
-        with self.cond:
-            if not self.pending:
-                self.first_arrival = now
-                self.streaming = now - self.last_arrival < self.follower._batch
-            self.last_arrival = now
-            self.pending |= slugs
-            self.cond.notify_all()
-
-    def stop(self) -> None:
-        with self.cond:
-            self.stopping = True
-            self.cond.notify_all()
-
-    def _settle(self) -> None:
-        """While commits stream in, wait (cond held) until none came for a while, or the batch is due."""
-        batch = self.follower._batch
-        if not self.pending or not self.streaming or batch <= 0:
-            return
-        due = self.first_arrival + batch
-        while not self.stopping:
-            wake = min(self.last_arrival + batch * SETTLE_SHARE, due)
-            left = wake - time.monotonic()
-            if left <= 0:
-                return
-            self.cond.wait(timeout=left)
-
-    def _loop(self) -> None:
-        f = self.follower
-        lower_thread_priority(f._nice)
-        while True:
-            with self.cond:
-                if not self.pending and not self.stopping:
-                    self.cond.wait(timeout=f._poll)
-                self._settle()
-                if self.stopping:
-                    return
-                slugs, self.pending = set(self.pending), set()
-            now = time.monotonic()
-            slugs.update(f._due(self.sink.name, now))
-            for slug in sorted(slugs):
-                if f._follow_sink(self.sink, slug):
-                    self.last_apply, self.idle_stage = time.monotonic(), 0
-            quiet = time.monotonic() - self.last_apply
-            if self.idle_stage < 1 and quiet >= SHORT_PAUSE_SECONDS:
-                self.idle_stage = 1  # a breath between commits: what cannot wait for a pause
-                self._housekeeping(paused=False)
-            if self.idle_stage < 2 and quiet >= IDLE_SECONDS:
-                self.idle_stage = 2  # commits paused: everything
-                self._housekeeping(paused=True)
-
-    def _housekeeping(self, paused: bool) -> None:
-        try:
-            self.sink.idle(paused)
-        except Exception:
-            log.exception("housekeeping of sink %s failed; it will be retried", self.sink.name)
-
-
 class Follower:
     """Keeps every sink equal to main for every KB, in a background thread."""
 
@@ -206,11 +110,10 @@ class Follower:
         *,
         poll_seconds: float = 0.05,
         lead: bool = True,
-        nice: int = 0,
-        batch_seconds: float = 0.0,
+        pace: Pace | None = None,
     ) -> None:
-        """`nice`: lower the sink threads' priority by this many levels; `batch_seconds`: how long a
-        sink may wait for more commits while they stream in (0: apply each at once)."""
+        """`pace`: how the sinks keep out of the requests' way and how far behind they may fall
+        (kbserver.services.sink_worker; default: at the requests' priority, each commit at once)."""
         self._repos = repos
         self._feed = feed
         self.sinks = list(sinks)
@@ -218,8 +121,7 @@ class Follower:
         self._lock_path = lock_path
         self._poll = poll_seconds
         self._want_lead = lead
-        self._nice = nice
-        self._batch = batch_seconds
+        self._pace = pace or Pace()
         self._lock_fd: int | None = None
         self._term = 0  # the fencing token of this process's leadership: each new leader's is larger
         self._cond = threading.Condition()
@@ -228,7 +130,7 @@ class Follower:
         self._failures: dict[tuple[str, str], _Failure] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}  # (sink, slug): one catch-up at a time
         self._thread: threading.Thread | None = None
-        self._workers: list[_SinkWorker] = []
+        self._workers: list[SinkWorker] = []
         self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -237,12 +139,18 @@ class Follower:
         """True while this process is the data folder's follower."""
         return self._lock_fd is not None
 
+    def behind(self) -> dict[str, tuple[int, float]]:
+        """Each sink's lag while this process follows: (commits waiting, age of the oldest in seconds)."""
+        return {worker.sink.name: worker.lag() for worker in self._workers}
+
     def start(self) -> None:
         """Follow main in the background (or stand by when another process follows)."""
         if self._thread is not None:
             return
         self._stopping = False
-        self._workers = [_SinkWorker(self, sink) for sink in self.sinks]
+        self._workers = [
+            SinkWorker(sink, self._pace, self._poll, self._follow_sink, self._due) for sink in self.sinks
+        ]
         for worker in self._workers:
             worker.thread.start()
         self._thread = threading.Thread(target=self._loop, name="kbserver-follower", daemon=True)
@@ -331,6 +239,7 @@ class Follower:
                         return
                     slugs, self._pending = set(self._pending), set()
                 records, rotated = reader.poll()
+                commits = 0  # every commit, of any process, appends one Head to the feed
                 now = time.monotonic()
                 if not self.leading and self._want_lead and now >= next_lead_try:
                     next_lead_try = now + LEADER_RETRY_SECONDS
@@ -342,6 +251,7 @@ class Follower:
                             self._progress.record(record.sink, record.slug, record.version)
                     elif isinstance(record, Head):
                         slugs.add(record.slug)
+                        commits += 1
                     elif isinstance(record, Damaged):
                         self._progress.forget(record.sink, record.slug)
                         with self._cond:
@@ -354,7 +264,7 @@ class Follower:
                     next_reconcile = now + RECONCILE_SECONDS
                 if slugs:
                     for worker in self._workers:  # each sink follows in its own thread
-                        worker.add(slugs)
+                        worker.add(slugs, commits)
         finally:
             reader.close()
 

@@ -1,11 +1,14 @@
-"""The follower out of the requests' way: its sink threads run at a lower OS priority (and only
-they), and commits that come close together are applied as one delta, each still waited for exactly."""
+"""The follower out of the requests' way: its sinks' work runs at a lower OS priority (and only
+theirs) while close behind, at the requests' priority once past the lag bound, and commits that come
+close together are applied as one delta, each still waited for exactly."""
 
 from __future__ import annotations
 
 import os
 import sys
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,7 +16,7 @@ import pytest
 from kbserver.services import Services, kbs
 from kbserver.services.auth import ADMIN
 from kbserver.services.context import Options
-from kbserver.services.follower import lower_thread_priority
+from kbserver.services.follower import Delta, Pace, lower_thread_priority
 from kbserver.wiring import open_services
 from tests.services.test_follower import FileSink, _write
 
@@ -28,11 +31,16 @@ def _threads() -> dict[str, int]:
     return {t.name: t.native_id for t in threading.enumerate() if t.native_id is not None}
 
 
-def _started(services: Services, slug: str, sinks: int) -> dict[str, int]:
-    """The follower's sink threads once they followed `slug`'s first version (name: native id)."""
+def _started(services: Services, slug: str, sinks: int, polite: bool = True) -> dict[str, int]:
+    """The follower's polite threads (or its sink threads) once they followed `slug`'s first
+    version (name: native id)."""
     head = services.repos.repo(slug).head()
     assert head is not None and services.progress.wait_blocking(slug, head, 60)
-    found = {name: tid for name, tid in _threads().items() if name.startswith("kbserver-sink-")}
+    found = {
+        name: tid
+        for name, tid in _threads().items()
+        if name.startswith("kbserver-sink-") and name.endswith("-polite") == polite
+    }
     assert len(found) == sinks, found
     return found
 
@@ -46,10 +54,12 @@ def test_only_the_sink_threads_run_below_the_requests(tmp_path: Path, steps: int
     services.start()
     try:
         kbs.create(services, ADMIN, "notes")
-        sinks = _started(services, "notes", 2)
-        assert set(sinks) == {"kbserver-sink-index", "kbserver-sink-files"}
-        for tid in sinks.values():
+        polite = _started(services, "notes", 2)
+        assert set(polite) == {"kbserver-sink-index-polite", "kbserver-sink-files-polite"}
+        for tid in polite.values():
             assert _nice(tid) == min(19, base + steps)  # capped at the lowest priority there is
+        for tid in _started(services, "notes", 2, polite=False).values():
+            assert _nice(tid) == base  # the sink threads themselves catch up at full speed
         assert _nice(threading.get_native_id()) == base
         assert _nice(_threads()["kbserver-follower"]) == base  # the loop that hands out work
         assert _nice(os.getpid()) == base  # the main thread
@@ -64,8 +74,9 @@ def test_nice_zero_leaves_every_thread_as_it_was(tmp_path: Path) -> None:
     services.start()
     try:
         kbs.create(services, ADMIN, "notes")
-        for tid in _started(services, "notes", 1).values():
+        for tid in _started(services, "notes", 1, polite=False).values():
             assert _nice(tid) == base
+        assert not [name for name in _threads() if name.endswith("-polite")]  # nothing to be polite in
     finally:
         services.close()
 
@@ -131,3 +142,122 @@ def test_commits_left_settling_at_a_stop_are_caught_up_by_the_next_follower(tmp_
         assert {"n0.md", "n1.md", "n2.md"} <= set(second.load("notes")["files"])  # type: ignore[arg-type]
     finally:
         again.close()
+
+
+class PacedSink(FileSink):
+    """A sink that records, for every delta, the version and the nice value and id of the thread
+    applying it; `gate` cleared holds an apply (`entered` says one is held) until it is set."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.seen: list[tuple[str, int, int]] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()
+
+    def apply(self, delta: Delta) -> None:
+        tid = threading.get_native_id()
+        self.seen.append((delta.version, _nice(tid), tid))
+        self.entered.set()
+        assert self.gate.wait(60)
+        super().apply(delta)
+
+
+def _can_raise() -> bool:
+    """Whether this process may raise a thread's priority back (root, CAP_SYS_NICE or RLIMIT_NICE)."""
+    allowed: list[bool] = []
+
+    def probe() -> None:
+        tid = threading.get_native_id()
+        base = _nice(tid)
+        os.setpriority(os.PRIO_PROCESS, tid, min(19, base + 1))
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, base)
+            allowed.append(base < 19)
+        except OSError:
+            allowed.append(False)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join(timeout=60)
+    return allowed == [True]
+
+
+def _until(check: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + 60
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return check()
+
+
+@linux_only
+def test_a_sink_past_the_commit_bound_catches_up_at_the_requests_priority_then_is_polite_again(
+    tmp_path: Path,
+) -> None:
+    base = _nice(threading.get_native_id())
+    sink = PacedSink(tmp_path / "files-sink")
+    options = Options(
+        embedder=None, follower_nice=10, follower_batch_ms=0, follower_lag_ms=600_000, follower_lag_commits=3
+    )
+    services = open_services(tmp_path / "data", options, [sink])
+    services.start()
+    try:
+        kbs.create(services, ADMIN, "notes")
+        threads = _started(services, "notes", 2, polite=False)
+        sink.gate.clear()
+        sink.entered.clear()
+        start = len(sink.seen)
+        first = _write(services, "notes", "a.md", "gannet")
+        assert sink.entered.wait(60)
+        version, nice, polite_tid = sink.seen[start]
+        assert version == first and nice == min(19, base + 10)  # close behind: polite
+        assert polite_tid == _threads()["kbserver-sink-files-polite"]
+        versions = [_write(services, "notes", f"b{i}.md", "gannet") for i in range(4)]
+        assert _until(lambda: services.follower.behind()["files"][0] >= 5)  # type: ignore[attr-defined]
+        if _can_raise():  # the apply under way is raised once the bound passed
+            assert _until(lambda: _nice(polite_tid) == base)
+        else:
+            assert _nice(polite_tid) == min(19, base + 10)
+        sink.gate.set()
+        assert services.progress.wait_blocking("notes", versions[-1], 60)
+        caught_up = sink.seen[start + 1 :]
+        assert caught_up and caught_up[-1][0] == versions[-1]
+        for _, nice, tid in caught_up:  # past the bound: at full speed, in the sink's own thread
+            assert nice == base and tid == threads["kbserver-sink-files"]
+        assert len(caught_up) < len(versions)  # everything pending at once
+        assert _until(lambda: services.follower.behind()["files"][0] == 0)  # type: ignore[attr-defined]
+
+        last = _write(services, "notes", "c.md", "gannet")  # caught up: polite again
+        assert services.progress.wait_blocking("notes", last, 60)
+        assert sink.seen[-1] == (last, min(19, base + 10), polite_tid)
+    finally:
+        sink.gate.set()
+        services.close()
+
+
+@linux_only
+def test_a_lag_bound_of_zero_applies_every_commit_at_the_requests_priority(tmp_path: Path) -> None:
+    base = _nice(threading.get_native_id())
+    sink = PacedSink(tmp_path / "files-sink")
+    options = Options(embedder=None, follower_nice=10, follower_lag_ms=0)
+    services = open_services(tmp_path / "data", options, [sink])
+    services.start()
+    try:
+        kbs.create(services, ADMIN, "notes")
+        threads = _started(services, "notes", 2, polite=False)
+        start = len(sink.seen)
+        versions = [_write(services, "notes", f"n{i}.md", "skua") for i in range(3)]
+        assert services.progress.wait_blocking("notes", versions[-1], 60)
+        assert sink.seen[start:]
+        for _, nice, tid in sink.seen[start:]:
+            assert nice == base and tid == threads["kbserver-sink-files"]
+    finally:
+        services.close()
+
+
+@pytest.mark.parametrize(
+    ("age", "commits", "behind"),
+    [(0.0, 0, False), (5.0, 0, False), (0.5, 1, False), (1.0, 1, True), (0.0, 49, False), (0.0, 50, True)],
+)
+def test_the_lag_bound_is_an_age_or_a_count_of_commits(age: float, commits: int, behind: bool) -> None:
+    assert Pace(nice=10, lag_seconds=1.0, lag_commits=50).behind(age, commits) is behind

@@ -1,0 +1,392 @@
+"""Side by side with a peer: a live `kbserver serve` and the official reference memory server, over MCP.
+
+    python -m bench.peers [--notes 300] [--writes 300] [--searches 200] [--rounds 3]
+                          [--neighbour-cpus 2] [--server-memory DIR] [--variant NAME:SETTING=VALUE,...]...
+
+kbserver runs as users run it (`python -m kbserver.cli serve`, every KBSERVER_* setting of a
+variant in its environment) and is called with the official SDK client over Streamable HTTP in its
+default mode (protocol 2026-07-28, sessionless): `write_context` (a new file per call, fsync on,
+one version each) and `search_context`. `@modelcontextprotocol/server-memory` (a JSONL file
+rewritten per call, no fsync, no versions; stdio only) is called with the same client over stdio:
+`create_entities` (one entity per call) and `search_nodes`. It is used only when present: this
+script installs nothing. Add it with `npm install @modelcontextprotocol/server-memory` in some
+folder and pass that folder as `--server-memory` (default: $KBBENCH_SERVER_MEMORY, else /work/peers).
+
+Each server gets `--notes` generated notes first. Then `--rounds` rounds, the servers alternating
+within each round (the machine's load varies more between runs than between servers): a burst of
+`--writes` writes, sequential from one client; the time from the last write's answer until a search
+finds its one word (polled every 20 ms: "last write searchable after"); the server's CPU until it
+is idle again (its process and every child, from /proc/PID/stat: the write's share of indexing and
+embedding included, the lag polls' searches taken out); then `--searches` searches. Prints p50/p95
+per call, server CPU per call, the lag (median and worst round) and each variant's ratio to
+server-memory. `--neighbour-cpus N` runs `stress-ng --cpu N` (a CPU-bound neighbour) throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.mcp import TOKEN, WORDS, _free_port, _setup, _wait_healthy, _wait_indexed, percentiles, table
+
+SERVER_MEMORY = "node_modules/@modelcontextprotocol/server-memory/dist/index.js"
+TICK = os.sysconf("SC_CLK_TCK")
+POLL = 0.02
+
+
+def _tree(pid: int) -> list[int]:
+    """`pid` and every process below it."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            try:
+                todo += [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                pass
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU (user + system) used so far by `pid` and the processes below it."""
+    total = 0
+    for p in _tree(pid):
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / TICK
+
+
+def _word(r: int, i: int) -> str:
+    """A word no note has: letters only (the analyzers split digits off)."""
+    letters = "bcdfghjklmnpqrstvwxz"
+    n, out = r * 100_000 + i, ""
+    while True:
+        n, d = divmod(n, len(letters))
+        out += letters[d]
+        if n == 0:
+            return "qx" + out
+
+
+@dataclass
+class Samples:
+    write: list[float] = field(default_factory=list)
+    search: list[float] = field(default_factory=list)
+    lag: list[float] = field(default_factory=list)
+    write_cpu: list[float] = field(default_factory=list)  # seconds per call, one per round
+    search_cpu: list[float] = field(default_factory=list)
+
+
+class Kbserver:
+    """A live `kbserver serve` on a data folder of its own."""
+
+    def __init__(self, name: str, data: Path, token: str, settings: dict[str, str]) -> None:
+        self.name, self.data, self.token, self.settings = name, data, token, settings
+        self.client: Any = None
+        self.pid = 0
+        self.idle = 0.0  # CPU seconds per second doing nothing
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        import httpx2
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+
+        port = _free_port()
+        url = f"http://127.0.0.1:{port}"
+        env = {
+            **os.environ,
+            "KBSERVER_ADMIN_TOKEN": TOKEN,
+            "KBSERVER_SAMPLE": "false",
+            "KBSERVER_LOG_LEVEL": "WARNING",
+            **{f"KBSERVER_{k.upper()}": v for k, v in self.settings.items()},
+        }
+        command = [
+            sys.executable,
+            "-m",
+            "kbserver.cli",
+            "serve",
+            "--data",
+            str(self.data),
+            "--port",
+            str(port),
+        ]
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        self.pid = proc.pid
+        try:
+            _wait_healthy(url, proc)
+            _wait_indexed(url)
+            headers = {"Authorization": f"Bearer {self.token}"}
+            async with httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(60)) as hc:
+                async with Client(streamable_http_client(f"{url}/mcp", http_client=hc)) as client:
+                    self.client = client
+                    yield
+        finally:
+            proc.terminate()
+            proc.wait(timeout=60)
+
+    async def write(self, r: int, i: int, text: str) -> None:
+        args = {
+            "files": [{"path": f"peers/r{r}/w{i:05d}.md", "mode": "create", "content": f"# fact\n\n{text}\n"}]
+        }
+        result = await self.client.call_tool("write_context", args)
+        assert not result.is_error, result.content
+
+    async def search(self, query: str) -> int:
+        result = await self.client.call_tool("search_context", {"query": query, "limit": 5})
+        assert not result.is_error, result.content
+        return len((result.structured_content or {}).get("hits", []))
+
+    async def preload(self, texts: list[str]) -> None:
+        pass  # bench.mcp._setup imported the notes before the server started
+
+
+class ServerMemory:
+    """`@modelcontextprotocol/server-memory` under node, over stdio, with a memory file of its own."""
+
+    name = "server-memory"
+
+    def __init__(self, script: Path, folder: Path) -> None:
+        self.script, self.folder = script, folder
+        self.client: Any = None
+        self.pid = 0
+        self.idle = 0.0  # CPU seconds per second doing nothing
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        from mcp import Client
+        from mcp.client.stdio import StdioServerParameters, stdio_client
+
+        env = {"MEMORY_FILE_PATH": str(self.folder / "memory.jsonl"), "PATH": os.environ["PATH"]}
+        params = StdioServerParameters(command="node", args=[str(self.script)], env=env)
+        before = set(_children())
+        async with Client(stdio_client(params)) as client:
+            self.client = client
+            (self.pid,) = set(_children()) - before
+            yield
+
+    async def write(self, r: int, i: int, text: str) -> None:
+        entity = {"name": f"fact {r}-{i}", "entityType": "fact", "observations": [text]}
+        result = await self.client.call_tool("create_entities", {"entities": [entity]})
+        assert not result.is_error, result.content
+
+    async def search(self, query: str) -> int:
+        result = await self.client.call_tool("search_nodes", {"query": query})
+        assert not result.is_error, result.content
+        found = result.structured_content or json.loads(result.content[0].text)
+        return len(found.get("entities", []))
+
+    async def preload(self, texts: list[str]) -> None:
+        for start in range(0, len(texts), 100):
+            entities = [
+                {"name": f"note {n}", "entityType": "note", "observations": [t]}
+                for n, t in enumerate(texts[start : start + 100], start)
+            ]
+            result = await self.client.call_tool("create_entities", {"entities": entities})
+            assert not result.is_error, result.content
+
+
+def _children() -> list[int]:
+    me = os.getpid()
+    return [int(c) for t in Path(f"/proc/{me}/task").glob("*") for c in (t / "children").read_text().split()]
+
+
+async def _settle(server: Any, quiet: float = 3.0, limit: float = 300.0) -> float:
+    """Wait until `server`'s tree used no more CPU in `quiet` seconds than when idle (its polls of
+    the feed, timers) plus 30 ms; its CPU then."""
+    deadline = time.monotonic() + limit
+    last = cpu_seconds(server.pid)
+    while time.monotonic() < deadline:
+        await asyncio.sleep(quiet)
+        now = cpu_seconds(server.pid)
+        if now - last <= server.idle * quiet + 0.03:
+            return now
+        last = now
+    return last
+
+
+async def _idle_rate(server: Any, window: float = 5.0) -> float:
+    """CPU seconds per second `server` uses doing nothing (settled after its start first)."""
+    server.idle = 0.05
+    await _settle(server)
+    start, cpu = time.monotonic(), cpu_seconds(server.pid)
+    await asyncio.sleep(window)
+    return (cpu_seconds(server.pid) - cpu) / (time.monotonic() - start)
+
+
+async def _round(server: Any, r: int, writes: int, searches: int, out: Samples) -> None:
+    t0, cpu0 = time.monotonic(), await _settle(server)
+    word = ""
+    for i in range(writes):
+        word = _word(r, i)
+        words = " ".join(WORDS[(r * 31 + i * 7 + k) % len(WORDS)] for k in range(12))
+        start = time.perf_counter()
+        await server.write(r, i, f"{words} {word}")
+        out.write.append(time.perf_counter() - start)
+    acked = time.perf_counter()
+    polls = 0
+    while not await server.search(word):
+        polls += 1
+        if time.perf_counter() - acked > 300:
+            raise SystemExit(f"{server.name}: the last write was not searchable after 300 s")
+        await asyncio.sleep(POLL)
+    out.lag.append(time.perf_counter() - acked)
+    cpu1 = await _settle(server)
+    busy = cpu1 - cpu0 - server.idle * (time.monotonic() - t0)  # what doing nothing costs is no write's
+    for i in range(searches):
+        start = time.perf_counter()
+        await server.search(WORDS[(r * 13 + i) % len(WORDS)])
+        out.search.append(time.perf_counter() - start)
+    cpu2 = cpu_seconds(server.pid)
+    per_search = (cpu2 - cpu1) / searches  # the idle cost over a few seconds: well under a tick
+    out.search_cpu.append(per_search)
+    out.write_cpu.append(max(0.0, busy - (polls + 1) * per_search) / writes)
+
+
+def _variant(spec: str) -> tuple[str, dict[str, str]]:
+    """`NAME:SETTING=VALUE,...` as (NAME, {SETTING: VALUE})."""
+    name, _, rest = spec.partition(":")
+    settings = dict(item.split("=", 1) for item in rest.split(",") if item.strip())
+    return name or "kbserver", {key.strip(): value.strip() for key, value in settings.items()}
+
+
+def _notes(count: int) -> list[str]:
+    """The texts bench.mcp._setup writes (for server-memory's preload: the same words)."""
+    import random
+
+    rng = random.Random(7)
+    texts = []
+    for i in range(count):
+        words = [rng.choice(WORDS) for _ in range(rng.randint(15, 40))]
+        if i % 50 == 0:
+            words.append("zebra")
+        texts.append(" ".join(words))
+    return texts
+
+
+async def _run(servers: list[Any], args: argparse.Namespace) -> dict[str, Samples]:
+    results = {s.name: Samples() for s in servers}
+    async with AsyncExitStack() as stack:
+        for server in servers:
+            await stack.enter_async_context(server.running())
+            await server.preload(_notes(args.notes))
+        for server in servers:
+            server.idle = await _idle_rate(server)
+            print(f"{server.name}: {server.idle * 1000:.1f} ms of CPU per second when idle", flush=True)
+        for r in range(args.rounds):
+            for server in servers if r % 2 == 0 else servers[::-1]:
+                await _round(server, r, args.writes, args.searches, results[server.name])
+            print(f"round {r + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
+    return results
+
+
+def _rows(results: dict[str, Samples], peer: str | None) -> list[tuple[object, ...]]:
+    def ms(values: list[float]) -> float:
+        return statistics.median(values) * 1000
+
+    rows: list[tuple[object, ...]] = []
+    measures = [
+        ("write p50 ms", lambda s: percentiles(s.write, 50)[0]),
+        ("write p95 ms", lambda s: percentiles(s.write, 95)[0]),
+        ("server CPU per write ms", lambda s: ms(s.write_cpu)),
+        ("search p50 ms", lambda s: percentiles(s.search, 50)[0]),
+        ("search p95 ms", lambda s: percentiles(s.search, 95)[0]),
+        ("server CPU per search ms", lambda s: ms(s.search_cpu)),
+        ("last write searchable after, median ms", lambda s: ms(s.lag)),
+        ("last write searchable after, worst ms", lambda s: max(s.lag) * 1000),
+    ]
+    for label, measure in measures:
+        row: tuple[object, ...] = (label,)
+        values = {name: measure(s) for name, s in results.items()}
+        row += tuple(values.values())
+        if peer is not None:
+            base = values[peer]
+            row += tuple(f"{v / base:.1f}x" if base else "-" for name, v in values.items() if name != peer)
+        rows.append(row)
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--notes", type=int, default=300, help="notes each server holds before measuring")
+    parser.add_argument("--writes", type=int, default=300, help="writes per burst (one burst a round)")
+    parser.add_argument("--searches", type=int, default=200, help="searches per round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds, the servers alternating in each")
+    parser.add_argument("--neighbour-cpus", type=int, default=0, help="run `stress-ng --cpu N` throughout")
+    parser.add_argument(
+        "--server-memory", type=Path, default=None, help="folder with server-memory installed"
+    )
+    parser.add_argument("--no-peer", action="store_true", help="kbserver variants only")
+    parser.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME:SETTING=VALUE,... (repeatable): kbserver variants",
+    )
+    args = parser.parse_args()
+    variants = [_variant(v) for v in args.variant] or [("kbserver", {})]
+    folder = args.server_memory or Path(os.environ.get("KBBENCH_SERVER_MEMORY", "/work/peers"))
+    script = folder / SERVER_MEMORY
+    peer = None
+    if not args.no_peer:
+        if shutil.which("node") and script.is_file():
+            peer = "server-memory"
+        else:
+            print(
+                f"server-memory not found ({script}): `npm install @modelcontextprotocol/server-memory`"
+                " in a folder and pass it as --server-memory; measuring kbserver alone",
+                flush=True,
+            )
+    neighbour = None
+    with tempfile.TemporaryDirectory(prefix="kbpeers-") as tmp:
+        base = Path(tmp) / "base"
+        token = _setup(base, args.notes, 1)
+        servers: list[Any] = []
+        for name, settings in variants:
+            shutil.copytree(base, Path(tmp) / name)
+            servers.append(Kbserver(name, Path(tmp) / name, token, settings))
+        if peer is not None:
+            (Path(tmp) / "peer").mkdir()
+            servers.append(ServerMemory(script, Path(tmp) / "peer"))
+        if args.neighbour_cpus:
+            neighbour = subprocess.Popen(["stress-ng", "--cpu", str(args.neighbour_cpus), "--quiet"])
+        try:
+            results = asyncio.run(_run(servers, args))
+        finally:
+            if neighbour is not None:
+                neighbour.terminate()
+                neighbour.wait(timeout=60)
+    with open("/proc/loadavg") as f:
+        load = f.read().strip()
+    print(
+        f"\n{args.rounds} rounds of {args.writes} writes and {args.searches} searches per server,"
+        f" {args.notes} notes first, {os.cpu_count()} CPUs,"
+        f" neighbour: stress-ng --cpu {args.neighbour_cpus or 0};"
+        f" /proc/loadavg at the end: {load}"
+    )
+    for name, settings in variants:
+        print(f"{name}: {', '.join(f'{k}={v}' for k, v in settings.items()) or 'the defaults'}")
+    header: tuple[str, ...] = ("per call", *results)
+    if peer is not None:
+        header += tuple(f"{name} / {peer}" for name in results if name != peer)
+    print(table(header, _rows(results, peer)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""One sink's thread of the follower, and its pace: polite while close behind, at full speed past a bound.
+
+The policy (`Pace`): while a sink is close behind main, its work runs in a helper thread `follower_nice`
+levels below the requests, and commits that stream in settle into one delta (`batch_seconds`). Once
+the oldest commit it has not applied is older than `lag_seconds`, or `lag_commits` or more wait, the
+sink catches up at the requests' priority (its own thread, which is never lowered), applying
+everything pending at once without settling, until nothing waits; then it is polite again. A
+polite apply already under way when the bound passes is raised to the requests' priority where the
+OS permits (CAP_SYS_NICE or RLIMIT_NICE; lowering never needs a privilege, raising does), else it
+finishes where it is and the next one runs at full speed.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from kbserver.services.follower import Sink
+
+__all__ = ["Pace", "SinkWorker", "lower_thread_priority"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+IDLE_SECONDS = 2.0  # commits paused this long: sinks do their housekeeping (index merges)
+SHORT_PAUSE_SECONDS = 0.1  # no delta for this long: sinks do what cannot wait for a real pause
+SETTLE_SHARE = 0.25  # batching: a sink applies once no commit came for this share of batch_seconds
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How a sink keeps out of the requests' way, and how far behind it may fall before it stops."""
+
+    nice: int = 0  # polite work runs this many nice levels below the requests (0: never lowered)
+    batch_seconds: float = 0.0  # while commits stream in, wait up to this long to apply them as one
+    lag_seconds: float = 1.0  # the oldest commit not applied is older: catch up at full speed
+    lag_commits: int = 50  # this many commits wait: catch up at full speed
+
+    def behind(self, age: float, commits: int) -> bool:
+        """True when `commits` waiting, the oldest `age` seconds old, are past the bound."""
+        return commits > 0 and (age >= self.lag_seconds or commits >= self.lag_commits)
+
+
+def _nice_of(tid: int) -> int:
+    return os.getpriority(os.PRIO_PROCESS, tid)
+
+
+def lower_thread_priority(steps: int) -> int | None:
+    """Lower the calling thread's OS scheduling priority by `steps` nice levels (capped at 19) and
+    return its nice value; None where threads have no priority of their own (not Linux) or 0 steps.
+
+    On Linux a thread is a task with its own nice value, set through its native id; threads it
+    starts inherit it. Lowering needs no privilege (raising it back would).
+    """
+    if steps <= 0 or not sys.platform.startswith("linux"):
+        return None
+    tid = threading.get_native_id()
+    try:
+        nice = min(19, _nice_of(tid) + steps)
+        os.setpriority(os.PRIO_PROCESS, tid, nice)
+    except OSError as e:
+        log.warning("could not lower the priority of thread %s: %s", threading.current_thread().name, e)
+        return None
+    return nice
+
+
+class _Polite:
+    """A helper thread that runs work `steps` nice levels below the thread that starts it."""
+
+    def __init__(self, name: str, steps: int) -> None:
+        self.base = _nice_of(threading.get_native_id())
+        self.steps = steps
+        self.cond = threading.Condition()
+        self.job: tuple[Callable[[], object], Future[object]] | None = None
+        self.tid: int | None = None
+        self.lowered: int | None = None
+        self.stopping = False
+        self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        self.lowered = lower_thread_priority(self.steps)
+        self.tid = threading.get_native_id()
+        while True:
+            with self.cond:
+                while self.job is None and not self.stopping:
+                    self.cond.wait()
+                if self.job is None:
+                    return
+                work, future = self.job
+            if self.lowered is not None and _nice_of(self.tid) != self.lowered:
+                os.setpriority(os.PRIO_PROCESS, self.tid, self.lowered)  # raised last time: lower again
+            try:
+                future.set_result(work())
+            except BaseException as e:  # handed to the waiting sink thread, which raises it
+                future.set_exception(e)
+            with self.cond:
+                self.job = None
+
+    def run(self, work: Callable[[], T], behind: Callable[[], float]) -> T:
+        """`work()` in the helper thread; `behind()` says how long until the bound passes (<= 0: now)."""
+        future: Future[object] = Future()
+        with self.cond:
+            self.job = (work, future)
+            self.cond.notify_all()
+        raised = False
+        while True:
+            left = behind()
+            if raised or left > 0:
+                try:
+                    return future.result(timeout=None if raised else min(max(left, 0.005), 1.0))  # type: ignore[return-value]
+                except TimeoutError:
+                    continue
+            raised = True
+            self._raise()
+
+    def _raise(self) -> None:
+        """Give the helper back the requests' priority, where the OS lets an unprivileged process."""
+        if self.tid is None or self.lowered is None:
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, self.tid, self.base)
+        except OSError:
+            pass  # no CAP_SYS_NICE: this apply finishes polite, the next runs at full speed
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+        self.thread.join(timeout=60)
+
+
+class SinkWorker:
+    """The thread that applies one sink's deltas, and its own housekeeping when commits pause."""
+
+    def __init__(
+        self,
+        sink: Sink,
+        pace: Pace,
+        poll_seconds: float,
+        follow: Callable[[Sink, str], bool],
+        due: Callable[[str, float], set[str]],
+    ) -> None:
+        """`follow(sink, slug)` brings one KB to main's head (True: it applied a delta); `due(name,
+        now)` names the KBs whose failed catch-up is due for a retry."""
+        self.follow = follow
+        self.due = due
+        self.sink = sink
+        self.pace = pace
+        self.poll = poll_seconds
+        self.cond = threading.Condition()
+        self.pending: set[str] = set()
+        self.stopping = False
+        self.last_apply = 0.0
+        self.idle_stage = 0
+        # Batching: when the pending set last went from empty to not, whether the commit before
+        # came less than batch_seconds earlier (commits are streaming), and when the last came.
+        self.first_arrival = 0.0
+        self.last_arrival = float("-inf")
+        self.streaming = False
+        # The lag: commits handed in and not yet applied, and when the oldest of them came.
+        self.waiting = 0
+        self.oldest = 0.0
+        self.catching_up = False  # past the bound: full speed until nothing waits
+        self.polite: _Polite | None = None
+        self.thread = threading.Thread(target=self._loop, name=f"kbserver-sink-{sink.name}", daemon=True)
+
+    def add(self, slugs: set[str], commits: int) -> None:
+        now = time.monotonic()
+        with self.cond:
+            if not self.pending:
+                self.first_arrival = now
+                self.streaming = now - self.last_arrival < self.pace.batch_seconds
+            if commits and not self.waiting:
+                self.oldest = now
+            self.waiting += commits
+            self.last_arrival = now
+            self.pending |= slugs
+            self.cond.notify_all()
+
+    def stop(self) -> None:
+        with self.cond:
+            self.stopping = True
+            self.cond.notify_all()
+
+    def lag(self) -> tuple[int, float]:
+        """(commits waiting, seconds since the oldest of them came; 0 when none waits)."""
+        with self.cond:
+            if self.waiting <= 0:
+                return 0, 0.0
+            return self.waiting, time.monotonic() - self.oldest
+
+    def _left(self) -> float:
+        """Seconds until this sink is past its lag bound (<= 0: it is)."""
+        with self.cond:
+            if self.waiting <= 0:
+                return float("inf")
+            if self.waiting >= self.pace.lag_commits:
+                return 0.0
+            return self.oldest + self.pace.lag_seconds - time.monotonic()
+
+    def _settle(self) -> None:
+        """While commits stream in, wait (cond held) until none came for a while, or the batch is due;
+        never while catching up (it applies everything pending at once)."""
+        batch = self.pace.batch_seconds
+        if not self.pending or not self.streaming or batch <= 0:
+            return
+        due = self.first_arrival + batch
+        while not self.stopping:
+            if self.catching_up or self.pace.behind(time.monotonic() - self.oldest, self.waiting):
+                self.catching_up = True
+                return
+            wake = min(self.last_arrival + batch * SETTLE_SHARE, due)
+            left = wake - time.monotonic()
+            if left <= 0:
+                return
+            self.cond.wait(timeout=left)
+
+    def _run(self, work: Callable[[], T]) -> T:
+        """`work()` polite while close behind, else at the requests' priority in this thread."""
+        if self.catching_up or self.polite is None or self._left() <= 0:
+            self.catching_up = self.waiting > 0
+            return work()
+        return self.polite.run(work, self._left)
+
+    def _loop(self) -> None:
+        if self.pace.nice > 0 and sys.platform.startswith("linux"):
+            self.polite = _Polite(f"kbserver-sink-{self.sink.name}-polite", self.pace.nice)
+        try:
+            while self._round():
+                pass
+        finally:
+            if self.polite is not None:
+                self.polite.stop()
+
+    def _round(self) -> bool:
+        with self.cond:
+            if not self.pending and not self.stopping:
+                self.cond.wait(timeout=self.poll)
+            self._settle()
+            if self.stopping:
+                return False
+            slugs, self.pending = set(self.pending), set()
+            taken = self.waiting  # what this round covers: every commit handed in so far
+        now = time.monotonic()
+        slugs.update(self.due(self.sink.name, now))
+        for slug in sorted(slugs):
+            if self._run(functools.partial(self.follow, self.sink, slug)):
+                self.last_apply, self.idle_stage = time.monotonic(), 0
+        with self.cond:
+            self.waiting -= taken
+            if self.waiting <= 0:
+                self.waiting, self.catching_up = 0, False  # caught up: polite again
+            else:
+                self.oldest = self.first_arrival  # the oldest left came after this round began
+        quiet = time.monotonic() - self.last_apply
+        if self.idle_stage < 1 and quiet >= SHORT_PAUSE_SECONDS:
+            self.idle_stage = 1  # a breath between commits: what cannot wait for a pause
+            self._housekeeping(paused=False)
+        if self.idle_stage < 2 and quiet >= IDLE_SECONDS:
+            self.idle_stage = 2  # commits paused: everything
+            self._housekeeping(paused=True)
+        return True
+
+    def _housekeeping(self, paused: bool) -> None:
+        try:
+            self._run(lambda: self.sink.idle(paused))
+        except Exception:
+            log.exception("housekeeping of sink %s failed; it will be retried", self.sink.name)
