@@ -5,8 +5,9 @@ throughput of 1 vs 16 concurrent writers on one KB. Everything runs in this proc
 
     python bench/write.py [--sizes 100,10000,100000] [--writes 200] [--no-http] [--follower worker]
 
-HTTP rows run against `kbserver serve` with the follower embedded (default) or, with
-`--follower worker`, with `KBSERVER_FOLLOWER=worker` and a `kbserver worker` process indexing.
+HTTP rows run against `kbserver serve` with its follower in a child process (`child`, the default),
+`embedded` in the server's threads or, with `--follower worker`, with `KBSERVER_FOLLOWER=worker` and
+a `kbserver worker` process indexing.
 "HTTP write->searchable" is the time from sending the write to `GET /index?wait_for=` answering
 that the index covers it (the index task is done and a search finds the write).
 """
@@ -171,7 +172,7 @@ def http_searchable(url: str, slug: str, paths: list[str], n: int) -> list[float
     return out
 
 
-def start_server(data: Path, follower: str = "embedded") -> subprocess.Popen[bytes]:
+def start_server(data: Path, follower: str = "child") -> subprocess.Popen[bytes]:
     import socket
 
     with socket.socket() as s:
@@ -245,7 +246,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="100,10000,100000")
     parser.add_argument("--writes", type=int, default=200)
     parser.add_argument("--no-http", action="store_true")
-    parser.add_argument("--follower", choices=["embedded", "worker"], default="embedded")
+    parser.add_argument("--follower", choices=["child", "embedded", "worker"], default="child")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="kbbench-"))

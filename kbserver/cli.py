@@ -23,6 +23,7 @@ from kbserver.config import Settings, admin_token
 from kbserver.core.errors import AlreadyExists, InvalidRequest, KBError, NotFound, Unavailable
 from kbserver.services import Services, agents, files, health, kbs, proposals, search, semantic
 from kbserver.services.auth import ADMIN
+from kbserver.supervisor import FollowerProcess, end_with_parent
 from kbserver.wiring import open_control, open_services
 
 __all__ = ["MIN_ADMIN_TOKEN", "main"]
@@ -133,7 +134,9 @@ def _serve(args: argparse.Namespace) -> int:
     settings = _settings(args, host=args.host, port=args.port)
     sock = _listen(settings.host, settings.port)
     port = int(sock.getsockname()[1])
-    services = open_services(settings.data, settings.options())
+    child = FollowerProcess(settings.data) if settings.follower == "child" else None
+    options = settings.options() if child is None else dataclasses.replace(settings.options(), follow=False)
+    services = open_services(settings.data, options)
     try:
         if bootstrap(settings, services):
             print(f"imported sample_kb/ as KB 'sample' into {settings.data}")
@@ -162,6 +165,11 @@ def _serve(args: argparse.Namespace) -> int:
                     print(f"admin URL: {base}/admin (HTTP API: {base}/api/v1, described by /openapi.json)")
                     print(f"admin token: {token}", flush=True)
 
+            async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                await super().shutdown(sockets)
+                if child is not None:  # here: uvicorn re-raises SIGTERM once run() returns
+                    child.stop()
+
         # log_config=None: uvicorn's loggers go through the one JSON handler (kbserver.logs).
         # Forwarded headers only from the proxies named (uvicorn would believe any from loopback).
         proxies = settings.trusted_proxies
@@ -173,9 +181,13 @@ def _serve(args: argparse.Namespace) -> int:
             proxy_headers=bool(proxies),
             forwarded_allow_ips=proxies or [],
         )
+        if child is not None:
+            child.start()  # after the sample's import: the child finds it on its first look
         _Server(config).run(sockets=[sock])
     finally:
         sock.close()
+        if child is not None:
+            child.stop()
         services.close()
     return 0
 
@@ -387,6 +399,8 @@ def _worker(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
+    if args.parent is not None:
+        end_with_parent(args.parent, stop)
     with _closing(services):
         services.start()
         stop.wait(2.0)  # the first try to lead happens at once: give it time before saying which
@@ -551,11 +565,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("slug", nargs="?", help="the KB (default: every KB)")
     p.add_argument("--full", action="store_true", help="compute every delta again (slower, smallest)")
 
-    command(
+    p = command(
         "worker",
         _worker,
         "follow main into the search index in this process (set KBSERVER_FOLLOWER=worker for serve)",
     )
+    p.add_argument("--parent", type=int, help=argparse.SUPPRESS)  # serve's child: end with that process
 
     p = command("mcp", _mcp, "serve MCP over stdio for one agent")
     p.add_argument("--agent", required=True, help="the agent whose tools and permissions the client gets")

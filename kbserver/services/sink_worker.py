@@ -21,10 +21,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from kbserver.services.follower import Sink
+from typing import Generic, Protocol, TypeVar
 
 __all__ = ["Pace", "SinkWorker", "lower_thread_priority"]
 
@@ -140,15 +137,26 @@ class _Polite:
         self.thread.join(timeout=60)
 
 
-class SinkWorker:
+class Sink(Protocol):
+    """What a worker needs of a sink (kbserver.services.follower.Sink has it all)."""
+
+    name: str
+
+    def idle(self, paused: bool) -> None: ...
+
+
+S = TypeVar("S", bound=Sink)
+
+
+class SinkWorker(Generic[S]):
     """The thread that applies one sink's deltas, and its own housekeeping when commits pause."""
 
     def __init__(
         self,
-        sink: Sink,
+        sink: S,
         pace: Pace,
         poll_seconds: float,
-        follow: Callable[[Sink, str], bool],
+        follow: Callable[[S, str], bool],
         due: Callable[[str, float], set[str]],
     ) -> None:
         """`follow(sink, slug)` brings one KB to main's head (True: it applied a delta); `due(name,
