@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core.errors import KBError
-from kbserver.services import kbs, proposals
+from kbserver.services import kbs, proposal_cards, proposals
 from kbserver.services.auth import ADMIN
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
@@ -23,18 +23,23 @@ async def _page(
 ) -> Response:
     slug, services = _slug(request), services_of(request)
     head = (await call(kbs.describe, services, ADMIN, slug)).head
-    pending = await call(proposals.listing, services, ADMIN, slug, "pending")
+    pending = await call(proposal_cards.cards, services, ADMIN, slug)
     decided = await call(proposals.listing, services, ADMIN, slug, None)
     recent = [p for p in decided.proposals if p.status != "pending"][:20]
+    advice = None
+    if error is not None:
+        paths = [str(error.details["path"])] if isinstance(error.details.get("path"), str) else []
+        advice = proposal_cards.explain(error.code, paths, error.message)
     return render(
         request,
         "proposals.html",
         status,
         slug=slug,
         head=head,
-        pending=pending.proposals,
+        pending=pending,
         recent=recent,
         error=error,
+        advice=advice,
         failed=failed,
     )
 

@@ -145,9 +145,19 @@ def test_stale_proposal_says_so_and_stays_pending(admin_tab: Tab, api: Api) -> N
     api.write(slug, bob, {"path": "idea.md", "mode": "create", "content": "theirs\n"})
     page = admin_tab.page
     admin_tab.go(f"/admin/kbs/{slug}/proposals")
-    assert "Stale" in page.locator("article.proposal .warning").inner_text()  # before the click
-    admin_tab.button("Approve").click()
-    assert "stays pending" in page.get_by_role("alert").inner_text()
+    warning = page.locator("article.proposal .warning").inner_text()
+    assert "Someone changed idea.md after the agent read it" in warning or "idea.md was created" in warning
+    assert "Reject it, or edit the file yourself" in warning
+    assert admin_tab.button("Approve").count() == 0  # never offered when bound to fail
+    proposed = page.locator("article.proposal .diff-file").first  # what the agent wanted, still shown
+    assert proposed.locator("tr.add").inner_text().endswith("mine")
+    assert page.get_by_role("heading", name="What changed on main since it was proposed").is_visible()
+    assert page.get_by_role("link", name="Edit idea.md yourself").is_visible()
+    form = {"csrf": page.locator('input[name="csrf"]').first.get_attribute("value")}
+    r = admin_tab.context.request.post(
+        f"{admin_tab.base}/admin/kbs/{slug}/proposals/{pid}/approve", form=form
+    )
+    assert r.status == 409 and "stays pending" in r.text() and "read it again" not in r.text()
     assert api.call("GET", f"/kbs/{slug}/proposals/{pid}")["status"] == "pending"
 
 
