@@ -31,6 +31,7 @@ from kbserver.mcp.errors import error_result
 from kbserver.mcp.instructions import instructions
 from kbserver.mcp.resources import mime_type, resource_page
 from kbserver.services import kbs
+from kbserver.services.toolsets import TOOL_SETS, tools_of
 
 __all__ = ["Binding", "RunInfo", "SessionMiddleware"]  # Binding, RunInfo: re-exported from binding.py
 
@@ -145,6 +146,9 @@ class SessionMiddleware:
             return None  # the tool itself reports the missing or unknown caller
         if not isinstance(name, str) or name in self._allowed(caller):
             return None
+        if name not in tools_of(TOOL_SETS):
+            missing = NotFound(f"there is no tool {name}; tools/list names your tools", tool=name)
+            return error_result(missing).model_dump(by_alias=True, mode="json", exclude_none=True)
         sets = ", ".join(caller.tools) or "none"
         err = Forbidden(
             f"the tool {name} is not in your tool sets ({sets}); ask an admin for an agent with the set "

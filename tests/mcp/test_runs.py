@@ -286,3 +286,14 @@ async def test_tools_list_is_cacheable_per_agent(http_url: str, services: Servic
         third = await bob.list_tools(cache_mode="bypass")
     assert (first.ttl_ms, first.cache_scope) == (TOOLS_TTL_MS, "private")
     assert first.tools == second.tools == third.tools  # a run or a write changes nothing in it
+
+
+async def test_an_unknown_tool_is_not_found(http_url: str, services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    before = state(services, kb)
+    async with _connect(http_url, services, "bob", "auto") as bob:
+        err = error(await bob.call_tool("test_simple_text", {}))
+        assert err["code"] == "not_found" and "tools/list" in err["message"]
+        err = error(await bob.call_tool("memory_add", {"content": "x"}))  # exists, not in bob's sets
+        assert err["code"] == "forbidden"
+    assert state(services, kb) == before
