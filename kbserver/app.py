@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -20,7 +21,7 @@ from kbserver.api.observe import Metrics, ObserveMiddleware, metrics_endpoint
 from kbserver.config import Settings, admin_token
 from kbserver.gitweb import git_app
 from kbserver.mcp import mount_mcp
-from kbserver.services import Services
+from kbserver.services import Services, health
 from kbserver.services import kbs as kbs_service
 from kbserver.services.auth import ADMIN
 from kbserver.services.metrics import VersionCounter
@@ -55,7 +56,15 @@ def bootstrap(settings: Settings, services: Services) -> bool:
 
 
 async def healthz(request: Request) -> Response:
-    return JSONResponse({"status": "ok"})
+    """200 while the node should get requests; 503 while it starts, drains or lacks its control store."""
+    ok, why = await anyio.to_thread.run_sync(
+        health.ready, request.app.state.services, request.app.state.readiness
+    )
+    if ok:
+        return JSONResponse({"status": "ok"})
+    return JSONResponse(
+        {"status": "unavailable", "reason": why}, status_code=503, headers={"Retry-After": "5"}
+    )
 
 
 async def openapi_json(request: Request) -> Response:
@@ -79,9 +88,12 @@ def create_app(
 
     mcp_route, mcp_lifespan = mount_mcp(svc, token, settings.allowed_hosts, extra_tools=mcp_extra_tools)
 
+    readiness = health.Readiness()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         svc.start()
+        readiness.starting = False
         async with mcp_lifespan:
             try:
                 yield
@@ -102,6 +114,7 @@ def create_app(
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
     app.state.services = svc
+    app.state.readiness = readiness  # cli.py sets `draining` on SIGTERM
     app.state.admin_token = token
     app.state.metrics = metrics
     app.state.metrics_token = settings.metrics_token

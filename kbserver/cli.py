@@ -154,7 +154,17 @@ def _serve(args: argparse.Namespace) -> int:
 
         class _Server(uvicorn.Server):
             def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-                super().handle_exit(sig, frame)
+                readiness = app.state.readiness
+                if sig == signal.SIGTERM and settings.drain_seconds > 0 and not readiness.draining:
+                    readiness.draining = True  # /healthz answers 503: the balancer moves traffic away
+                    drain = threading.Timer(settings.drain_seconds, self._exit, args=(sig, frame))
+                    drain.daemon = True
+                    drain.start()
+                    return
+                self._exit(sig, frame)  # at once (no drain, a second signal, Ctrl-C)
+
+            def _exit(self, sig: int, frame: FrameType | None) -> None:
+                uvicorn.Server.handle_exit(self, sig, frame)
                 # Queries waiting for an embedding fail now (uvicorn waits for every open request).
                 threading.Thread(target=semantic.stop_queries, args=(services,), daemon=True).start()
 

@@ -111,6 +111,17 @@ class Settings(BaseModel):
         description="mark the admin's session cookie Secure even on plain HTTP (behind a TLS proxy); "
         "it always is when the request is HTTPS",
     )
+    cache_dir: Path | None = Field(
+        default=None,
+        description="this node's own search index, vectors and feed (a local disk; default: the data folder)",
+    )
+    drain_seconds: float = Field(
+        default=0.0,
+        ge=0,
+        le=3600,
+        description="on SIGTERM, keep serving this long while /healthz answers 503, so a balancer "
+        "moves traffic away first (0: stop at once)",
+    )
     control_url: SecretStr | None = Field(
         default=None,
         description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB: the PostgreSQL control store several "
@@ -184,6 +195,7 @@ class Settings(BaseModel):
             embedder=None if self.embedder == "none" else self.embedder,
             keyword_weight=1.0 - self.semantic_weight,
             control_url=self.control_url.get_secret_value() if self.control_url else None,
+            cache_dir=self.cache_dir,
         )
 
 

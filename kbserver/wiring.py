@@ -15,8 +15,10 @@ from kbserver.control import ControlStore, PostgresControlStore, SqliteControlSt
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
 from kbserver.services.context import Options, Services
+from kbserver.services.feeds import SharedFeed
 from kbserver.services.follower import Follower, Pace, Sink, SinkDamaged
 from kbserver.services.indexing import SearchSink
+from kbserver.services.parts import Events
 from kbserver.services.progress import Progress
 from kbserver.services.vector_sink import VectorSink
 from kbserver.store import Repos
@@ -62,12 +64,16 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     # One least-recently-used pool of open repositories and indexes under the memory budget.
     pool = LeasePool(options.memory_budget_mb * 1024 * 1024)
     repos = Repos(data / "kbs", fsync=options.fsync, pool=pool, wait=options.write_wait_seconds)
-    feed = Feed(data)
-    search_index = SearchSink(data / "index", pool)
+    cache = options.cache_dir or data  # node-local: never Whoosh on network storage
+    cache.mkdir(parents=True, exist_ok=True)
+    feed: Events = Feed(cache)
+    if isinstance(control, PostgresControlStore):  # several nodes: new heads go through PostgreSQL too
+        feed = SharedFeed(feed, control.heads)
+    search_index = SearchSink(cache / "index", pool)
     followed: dict[str, Sink] = {search_index.name: search_index}
     vectors: VectorSink | None = None
     if embedder is not None:
-        vectors = VectorSink(data / "vectors", QueryCache(embedder), pool=pool)
+        vectors = VectorSink(cache / "vectors", QueryCache(embedder), pool=pool)
         followed[vectors.name] = vectors
     followed.update((sink.name, sink) for sink in sinks)
     holder: list[Follower] = []  # the follower is built after the progress that reads through it
@@ -85,7 +91,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
         feed,
         list(followed.values()),
         progress,
-        data / "follower.lock",
+        cache / "follower.lock",
         poll_seconds=options.index_poll_seconds,
         lead=options.follow,
         pace=Pace(

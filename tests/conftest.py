@@ -75,6 +75,14 @@ def postgres() -> Iterator[PostgresServer]:
 
 
 @pytest.fixture
+def own_postgres(postgres: PostgresServer) -> Iterator[PostgresServer]:
+    """A PostgreSQL server of this test's own, so it may stop and start it (the session's keeps going)."""
+    server = PostgresServer(postgres.bindir).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
 def postgres_url(postgres: PostgresServer) -> Iterator[str]:
     """A fresh PostgreSQL database for this test: its URL (with a password), dropped afterwards."""
     url = postgres.database()

@@ -6,6 +6,7 @@ the retrieval counters of memories.
 index: imports only kbserver.core. Tokens are never stored in clear.
 """
 
+from kbserver.control.pg_heads import HeadListener, PostgresHeads
 from kbserver.control.postgres import PostgresControlStore, safe_url
 from kbserver.control.rows import (
     PROPOSAL_STATUSES,
@@ -25,10 +26,12 @@ __all__ = [
     "PROPOSAL_STATUSES",
     "AgentRow",
     "ControlStore",
+    "HeadListener",
     "IdempotencyRow",
     "KBRow",
     "MemoryAccessRow",
     "PostgresControlStore",
+    "PostgresHeads",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",

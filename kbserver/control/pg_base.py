@@ -7,6 +7,7 @@ as PostgreSQL is back.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -84,6 +85,18 @@ class PostgresBase:
         try:
             with self._pool.connection() as conn:
                 yield conn
+        except (psycopg.OperationalError, PoolTimeout) as err:
+            raise self._unreachable(err) from None
+
+    def transaction(self) -> contextlib.AbstractContextManager[Conn]:
+        """One transaction on a pooled connection (for the parts built on this store). Raises Unavailable."""
+        return self._tx()
+
+    def ping(self, timeout: float = 2.0) -> None:
+        """Raises Unavailable unless the database answers within about `timeout` seconds."""
+        try:
+            with self._pool.connection(timeout=timeout) as conn:
+                conn.execute("SELECT 1")
         except (psycopg.OperationalError, PoolTimeout) as err:
             raise self._unreachable(err) from None
 

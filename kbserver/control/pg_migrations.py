@@ -110,6 +110,18 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX login_failures_at ON login_failures(at)",
         ),
     ),
+    (
+        3,  # the new heads of every node, for the followers of the others (with NOTIFY kbserver_heads)
+        (
+            """CREATE TABLE heads (
+                id BIGSERIAL PRIMARY KEY,
+                slug TEXT NOT NULL,
+                version TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL
+            )""",
+            "CREATE INDEX heads_at ON heads(at)",
+        ),
+    ),
 )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 from kbserver.control.pg_base import PostgresBase, safe_url
+from kbserver.control.pg_heads import PostgresHeads
 from kbserver.control.pg_migrations import PG_MIGRATIONS
 from kbserver.control.rows import (
     AgentRow,
@@ -32,7 +33,14 @@ __all__ = ["PostgresControlStore", "safe_url"]
 
 
 class PostgresControlStore(PostgresBase):
-    """The control plane in a PostgreSQL database shared by every node."""
+    """The control plane in a PostgreSQL database shared by every node; `heads` is the shared log of
+    new heads that the change feed of several nodes reads."""
+
+    def __init__(
+        self, url: str, *, max_connections: int = 10, wait_seconds: float = 10.0, migrate: bool = True
+    ) -> None:
+        super().__init__(url, max_connections=max_connections, wait_seconds=wait_seconds, migrate=migrate)
+        self.heads = PostgresHeads(self, url)
 
     def integrity_errors(self) -> list[str]:
         problems: list[str] = []

@@ -87,6 +87,9 @@ class SqliteControlStore:
             db.close()
         self._local = threading.local()
 
+    def ping(self, timeout: float = 2.0) -> None:
+        self._db().execute("SELECT 1").fetchone()
+
     def integrity_errors(self) -> list[str]:
         rows = self._db().execute("PRAGMA integrity_check").fetchall()
         problems = [r[0] for r in rows if r[0] != "ok"]

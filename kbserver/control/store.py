@@ -27,6 +27,10 @@ class ControlStore(Protocol):
         """The number of the last migration applied to this store."""
         ...
 
+    def ping(self, timeout: float = 2.0) -> None:
+        """Raises Unavailable unless the store answers within about `timeout` seconds (for /healthz)."""
+        ...
+
     def integrity_errors(self) -> list[str]: ...
 
     # -- KBs

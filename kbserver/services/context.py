@@ -39,6 +39,7 @@ class Options:
     keyword_weight: float = 0.25  # hybrid search: the weight of the question's words against meaning
     # postgresql://... selects the PostgreSQL control store several nodes share; None: DATA/control.db
     control_url: str | None = field(default=None, repr=False)  # may hold a password: never printed
+    cache_dir: Path | None = None  # this node's search index, vectors and feed; None: the data folder
 
 
 @dataclass(frozen=True)

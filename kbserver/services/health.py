@@ -1,12 +1,46 @@
-"""fsck of a whole data folder (every repository and the control plane), and repacks."""
+"""Whether a node should get requests (/healthz), fsck of a whole data folder, and repacks."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from kbserver.core.errors import KBError
 from kbserver.services.context import Services
 
-__all__ = ["fsck", "repack"]
+__all__ = ["Readiness", "fsck", "ready", "repack"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Readiness:
+    """A node's state for its balancer: `starting` until it serves, `draining` once told to stop."""
+
+    starting: bool = True
+    draining: bool = False
+    unreachable: bool = False  # the control store did not answer the last check (logged once per outage)
+
+
+def ready(services: Services, readiness: Readiness) -> tuple[bool, str]:
+    """(whether to send this node requests, why not): not while it starts or drains, nor while its
+    control store does not answer. The reason names no host (the endpoint is public)."""
+    if readiness.starting:
+        return False, "starting"
+    if readiness.draining:
+        return False, "draining"
+    try:
+        services.control.ping()
+    except KBError as err:
+        if not readiness.unreachable:
+            log.error("not ready: %s", err.message)
+        readiness.unreachable = True
+        return False, "the control store does not answer"
+    if readiness.unreachable:
+        log.info("ready again: the control store answers")
+    readiness.unreachable = False
+    return True, "ok"
 
 
 def fsck(services: Services, report: Callable[[str], None] = print) -> list[str]:

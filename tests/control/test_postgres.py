@@ -16,7 +16,7 @@ from kbserver.control import PostgresControlStore, SqliteControlStore, safe_url
 from kbserver.control.pg_migrations import PG_MIGRATIONS
 from kbserver.core.errors import Unavailable
 from tests.helpers import free_port
-from tests.pg import PASSWORD, PostgresServer, find_bindir
+from tests.pg import PASSWORD, PostgresServer
 
 
 def test_safe_url_drops_the_password() -> None:
@@ -41,30 +41,20 @@ def test_a_wrong_password_is_refused_without_echoing_it(postgres_url: str) -> No
     assert "not-the-password-123" not in err.value.message and "\n" not in err.value.message
 
 
-@pytest.fixture
-def own_server() -> PostgresServer:
-    """A server of its own, so a test may stop it without disturbing the session's."""
-    bindir = find_bindir()
-    assert bindir is not None  # the session fixture skipped or failed already when it is missing
-    server = PostgresServer(bindir).start()
-    yield server  # type: ignore[misc]
-    server.stop()
-
-
 def test_the_store_answers_again_once_postgres_is_back(
-    postgres: PostgresServer, own_server: PostgresServer, caplog: pytest.LogCaptureFixture
+    own_postgres: PostgresServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    url = own_server.database()
+    url = own_postgres.database()
     store = PostgresControlStore(url, wait_seconds=2)
     try:
         assert store.add_kb("notes", "Team notes")
-        own_server.pause()
+        own_postgres.pause()
         with caplog.at_level(logging.DEBUG), pytest.raises(Unavailable) as err:
             store.kb("notes")
         assert "unreachable" in err.value.message and PASSWORD not in err.value.message
         assert "\n" not in err.value.message
         assert all(PASSWORD not in r.getMessage() for r in caplog.records)
-        own_server.resume()
+        own_postgres.resume()
         for _ in range(50):  # the pool replaces its dead connections; bounded
             try:
                 row = store.kb("notes")
