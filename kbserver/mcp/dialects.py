@@ -20,13 +20,18 @@ from kbserver.dialects import auto, memory, memory_tool, typed
 from kbserver.dialects.session import DialectCall
 from kbserver.mcp.binding import RunArg
 from kbserver.mcp.dialect_schemas import (
+    AddOutput,
     ArchiveOutput,
+    DeleteOutput,
     MemoryFileOutput,
+    MemorySearchOutput,
     MemoryToolOutput,
     QueryOutput,
     RecallOutput,
     RecordOutput,
     SaveOutput,
+    TaskOutput,
+    UpdateOutput,
 )
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.semantic_tools import semantic_tools
@@ -344,7 +349,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         ] = None,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, AddOutput]:
         """Remember one atomic fact as memories/{id}.md, as one version of the KB.
 
         Search before adding: the result's `similar` lists existing memories that say much the same
@@ -387,7 +392,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         ] = "hybrid",
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, MemorySearchOutput]:
         """Search memories by words and meaning, in any language (an English question finds a Chinese
         memory). Filters combine. Returns {memories: [{id, content, category, tags, agentId, sessionId,
         metadata, createdAt, updatedAt, score}], total}; `unembedded` counts memories whose meaning is
@@ -421,7 +426,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         ] = None,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, UpdateOutput]:
         """Correct a memory in place (same id), as one version. The old content is kept in
         metadata.history ([{value, updatedAt}], newest first), whatever metadata you pass.
         Returns {id, taskId}."""
@@ -440,7 +445,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
 
     def memory_delete(
         id: MemoryId, ctx: Context[Any, Any], kb: Kb = None, run: RunArg = None
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DeleteOutput]:
         """Delete a memory, as one version (it stays in the KB's history and can be reverted).
         Returns {id, deleted, taskId}."""
         return ok_result(memory.memory_delete(_call(binding, ctx, run), id, kb=kb))
@@ -454,7 +459,7 @@ def memory_tools(binding: "Binding") -> list[Tool]:
         ] = 60,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, TaskOutput]:
         """Wait until search covers a change: both the keyword index and the meaning vectors.
         Returns {taskId, status: done|pending}; pending after the timeout, never an error for it."""
         return ok_result(await memory.memory_task_wait(_call(binding, ctx, run), taskId, timeout, kb=kb))

@@ -14,6 +14,7 @@ from pydantic import Field
 from kbserver.dialects import semantic
 from kbserver.dialects.session import DialectCall
 from kbserver.mcp.binding import RunArg
+from kbserver.mcp.dialect_schemas import DueOutput, ImportanceOutput, RankedOutput, StoreOutput
 from kbserver.mcp.errors import KBTool, ok_result
 
 if TYPE_CHECKING:
@@ -89,7 +90,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         ] = None,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, StoreOutput]:
         """Remember one thing as memories/{id}.md, as one version of the KB (people can review it).
 
         A memory of the same user_id and memory_type that says nearly the same (similarity at least 0.9)
@@ -124,7 +125,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         include_superseded: History = False,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RankedOutput]:
         """Find the user's memories by meaning (an English question finds a Chinese memory).
 
         Ranked by 0.6·similarity + 0.3·importance + 0.1·recency; importance grows each time a memory is
@@ -153,7 +154,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         include_superseded: History = False,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, RankedOutput]:
         """Recall the best match for the query and the memories related to it: also those close to that
         best match even when they share nothing with the query (associations). Same ranking and result
         as search_memories_by_semantics."""
@@ -177,7 +178,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         ] = None,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, ImportanceOutput]:
         """Set how much a memory matters (0 to 1), as one version. Returns {id, importance, taskId}."""
         return ok_result(
             semantic.update_memory_importance(
@@ -193,7 +194,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         before: Annotated[str | None, Field(description="RFC 3339 time; default: one hour from now.")] = None,
         kb: Kb = None,
         run: RunArg = None,
-    ) -> CallToolResult:
+    ) -> Annotated[CallToolResult, DueOutput]:
         """Reminders due before a time, soonest first: {memories: [{id, content, due, user_id,
         memory_type, overdue, recurrence?}]}. A one-off stays due (overdue) until a new memory supersedes
         it; a recurring one is due at its next occurrence from now."""

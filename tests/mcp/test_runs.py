@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import jsonschema
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -297,3 +298,35 @@ async def test_an_unknown_tool_is_not_found(http_url: str, services: Services, k
         err = error(await bob.call_tool("memory_add", {"content": "x"}))  # exists, not in bob's sets
         assert err["code"] == "forbidden"
     assert state(services, kb) == before
+
+
+async def test_every_tool_publishes_an_output_schema_its_results_meet(
+    http_url: str, services: Services, kb: str
+) -> None:
+    sets = ["context", "memory", "semantic", "typed", "auto", "memory_tool"]
+    make_agent(services, "all", {kb: "read_write"}, tools=sets)
+    async with _connect(http_url, services, "all", "auto") as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        missing = [name for name, tool in tools.items() if tool.output_schema is None]
+        assert missing == []
+        run = ok(await client.call_tool("start_run", {}))["run"]
+        added = ok(await client.call_tool("memory_add", {"content": "Espresso needs 9 bar.", "run": run}))
+        stored = ok(await client.call_tool("store_memory", {"content": "Tea wants 80 C.", "run": run}))
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("memory_search", {"search": "espresso"}),
+            ("memory_update", {"id": added["id"], "content": "Espresso needs 9 bar of pressure."}),
+            ("memory_task_wait", {"taskId": added["taskId"], "timeout": 30}),
+            ("search_memories_by_semantics", {"query": "tea temperature"}),
+            ("recall_related", {"query": "tea"}),
+            ("update_memory_importance", {"id": stored["id"], "importance": 0.9}),
+            ("store_memory", {"content": "Call the club", "remind_at": "2026-12-01T09:00:00Z"}),
+            ("list_due_memories", {"before": "2027-01-01T00:00:00Z"}),
+            ("memory_delete", {"id": added["id"]}),
+        ]
+        results = {"memory_add": added, "store_memory": stored}
+        for name, args in calls:
+            results[name] = ok(await client.call_tool(name, {**args, "run": run}))
+    for name, result in results.items():
+        jsonschema.validate(result, tools[name].output_schema)  # type: ignore[arg-type]
+    assert results["list_due_memories"]["memories"][0]["content"] == "Call the club"
+    assert results["memory_delete"]["deleted"] is True
