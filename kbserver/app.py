@@ -19,6 +19,7 @@ from kbserver.api import api_routes, openapi_document
 from kbserver.api.errors import EXCEPTION_HANDLERS
 from kbserver.api.observe import Metrics, ObserveMiddleware, metrics_endpoint
 from kbserver.config import Settings, admin_token
+from kbserver.core import threads
 from kbserver.gitweb import git_app
 from kbserver.mcp import mount_mcp
 from kbserver.services import Services, health
@@ -92,6 +93,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        threads.size_limiter(settings.threads)  # the loop's one pool: API, MCP, admin, services
         svc.start()
         readiness.starting = False
         async with mcp_lifespan:

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
+from kbserver.core.threads import DEFAULT_THREADS
 from kbserver.services.context import Options
 
 __all__ = ["ENV_PREFIX", "Settings", "admin_token"]
@@ -77,6 +78,13 @@ class Settings(BaseModel):
         default=64,
         ge=1,
         description="memory for open KBs (repositories with their caches) and search indexes, in MB",
+    )
+    threads: int = Field(
+        default=DEFAULT_THREADS,
+        ge=1,
+        le=1000,
+        description="blocking calls (reads, writes, searches, git) the server runs at once on its one "
+        "thread pool, for the HTTP API, MCP and the admin pages together",
     )
     follower: Literal["child", "embedded", "worker"] = Field(
         default="child",

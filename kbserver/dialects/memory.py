@@ -11,11 +11,11 @@ says how many there are.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import Callable, KeysView, Mapping, Sequence
 from typing import Any
 
+from kbserver.core import threads
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Create, Delete, FileChange, Overwrite
 from kbserver.dialects.catalog import Catalog, Snapshot, Views
@@ -436,7 +436,7 @@ async def memory_task_wait(
         raise InvalidRequest("taskId must be the taskId a memory tool returned")
     if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
         raise InvalidRequest("timeout must be a number of seconds, 0 or more", timeout=timeout)
-    slug = await asyncio.to_thread(call.kb_to_read, kb)
+    slug = await threads.run(call.kb_to_read, kb)
     # A longer wait than the service allows answers `pending` after the longest one instead of failing:
     # the caller asks again.
     wait = min(float(timeout), search_service.MAX_WAIT_SECONDS)

@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from kbserver.core import threads
 from kbserver.core.errors import KBError
 from kbserver.services.parts import Repositories
 
@@ -102,7 +103,7 @@ class Progress:
             with self._cond:  # registered before checking, so no record slips between
                 self._async.setdefault(slug, []).append((loop, future))
             # The check reads git objects: off the event loop, on a short-lived pool thread.
-            if await asyncio.to_thread(self.covers, slug, version, sinks):
+            if await threads.run(self.covers, slug, version, sinks):
                 self._unregister(slug, future)
                 return True
             remaining = deadline - loop.time()

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kbserver.core import threads
 from kbserver.core.errors import Forbidden, InvalidRequest
 from kbserver.core.model import Caller
 from kbserver.core.paths import check_prefix
@@ -170,7 +170,7 @@ async def wait_for(
         require_read(services, caller, slug)
         return services.repos.repo(slug).resolve(version)  # on main, else NotFound
 
-    resolved = await asyncio.to_thread(check)
+    resolved = await threads.run(check)
     return await services.progress.wait(slug, resolved, timeout, sinks)
 
 
@@ -190,5 +190,5 @@ async def status_after(
         covered = await wait_for(services, caller, slug, wait_for_version, timeout, [INDEX_SINK])
     else:
         _check_timeout(timeout)
-        await asyncio.to_thread(require_read, services, caller, slug)
-    return await asyncio.to_thread(_status, services, slug, covered)
+        await threads.run(require_read, services, caller, slug)
+    return await threads.run(_status, services, slug, covered)

@@ -31,6 +31,7 @@ T = TypeVar("T")
 
 IDLE_SECONDS = 2.0  # commits paused this long: sinks do their housekeeping (index merges)
 SHORT_PAUSE_SECONDS = 0.1  # no delta for this long: sinks do what cannot wait for a real pause
+RETRY_LOOK_SECONDS = 0.5  # an idle worker looks for failed catch-ups due for a retry this often
 SETTLE_SHARE = 0.25  # batching: a sink applies once no commit came for this share of batch_seconds
 
 
@@ -234,6 +235,17 @@ class SinkWorker(Generic[S]):
                 return
             self.cond.wait(timeout=left)
 
+    def _next_wake(self) -> float:
+        """Seconds until this worker has something to do unasked: its housekeeping, or a look for
+        failed catch-ups due for a retry (at most RETRY_LOOK_SECONDS late; the first retry waits 1 s).
+        Commits wake it at once (`add`): no polling in between."""
+        wake = RETRY_LOOK_SECONDS
+        if self.idle_stage < 1:
+            wake = min(wake, self.last_apply + SHORT_PAUSE_SECONDS - time.monotonic())
+        elif self.idle_stage < 2:
+            wake = min(wake, self.last_apply + IDLE_SECONDS - time.monotonic())
+        return max(wake, self.poll)
+
     def _run(self, work: Callable[[], T]) -> T:
         """`work()` polite while close behind, else at the requests' priority in this thread."""
         if self.catching_up or self.polite is None or self._left() <= 0:
@@ -254,7 +266,7 @@ class SinkWorker(Generic[S]):
     def _round(self) -> bool:
         with self.cond:
             if not self.pending and not self.stopping:
-                self.cond.wait(timeout=self.poll)
+                self.cond.wait(timeout=self._next_wake())
             self._settle()
             if self.stopping:
                 return False
