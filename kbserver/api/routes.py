@@ -12,7 +12,18 @@ from starlette.routing import Route
 
 from kbserver.api import schemas as s
 from kbserver.api.http import body, call, caller, optional_body, query, respond, services_of
-from kbserver.services import agents, files, kbs, proposals, review, runs, search, versions, writes
+from kbserver.services import (
+    agents,
+    files,
+    idempotency,
+    kbs,
+    proposals,
+    review,
+    runs,
+    search,
+    versions,
+    writes,
+)
 from kbserver.services import models as m
 
 __all__ = ["ENDPOINTS", "Endpoint", "api_routes"]
@@ -71,7 +82,7 @@ async def read_file(request: Request) -> Response:
 async def write(request: Request) -> Response:
     who = await caller(request)
     req = await body(request, s.WriteRequest)
-    key = request.headers.get("idempotency-key")
+    key = idempotency.header_key(request.headers.getlist("idempotency-key"))
     result = await call(writes.submit, services_of(request), who, _slug(request), req, idempotency_key=key)
     return respond(result, 202 if isinstance(result, m.ProposalAccepted) else 200)
 

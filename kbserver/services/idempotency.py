@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from kbserver.core.errors import Busy, InvalidRequest
 from kbserver.core.model import Caller, WriteRequest, WriteResult
@@ -21,7 +21,7 @@ from kbserver.services.context import Services
 from kbserver.services.models import ProposalAccepted, WriteOutcome
 from kbserver.store import Fence
 
-__all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "once"]
+__all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "header_key", "once"]
 
 KEY_TTL_SECONDS = 24 * 3600.0
 KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"  # visible ASCII, as HTTP header values travel safely
@@ -33,8 +33,22 @@ ABANDON_SECONDS = 600.0
 log = logging.getLogger(__name__)
 
 
+def header_key(values: Sequence[str]) -> str | None:
+    """The key of a request's `Idempotency-Key` header values: None without one.
+
+    Raises InvalidRequest for two or more: which one the write was keyed by would be a guess.
+    """
+    if len(values) > 1:
+        raise InvalidRequest(f"send one Idempotency-Key header, not {len(values)}", field="Idempotency-Key")
+    return values[0] if values else None
+
+
 def _body_sha256(req: WriteRequest) -> str:
-    canonical = json.dumps(req.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """What a repeat must match: the write itself, parsed and normalised (paths NFC, defaults filled)
+    as every edge parses it, without the run it was made in (HTTP names none unless asked; an MCP
+    session names its own), so one write sent over HTTP and over MCP compares equal."""
+    write = req.model_dump(mode="json", exclude={"run_id"})
+    canonical = json.dumps(write, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
