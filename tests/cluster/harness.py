@@ -1,9 +1,8 @@
 """Several `kbserver serve` nodes on one data folder, PostgreSQL as their control store, and HAProxy
 in front running deploy/haproxy.cfg: for tests/cluster and bench/cluster.py.
 
-Each node is a real process with its own cache folder (`KBSERVER_CACHE_DIR`: its search index),
-started, SIGKILLed and restarted on the same port. The environment every node gets is `node_env`,
-the one deploy/compose.yaml gives its nodes (tests/deploy checks that they agree).
+Each node is a real process, started, SIGKILLed and restarted on the same port. The environment
+every node gets is `node_env`, the one deploy/compose.yaml gives its nodes (tests/deploy checks).
 """
 
 from __future__ import annotations
@@ -20,7 +19,16 @@ import httpx
 
 from tests.helpers import free_port
 
-__all__ = ["HAPROXY_CFG", "Balancer", "Node", "node_env", "serve_command"]
+__all__ = [
+    "HAPROXY_CFG",
+    "TEST_ONLY",
+    "Balancer",
+    "Node",
+    "migrate",
+    "migrate_command",
+    "node_env",
+    "serve_command",
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 HAPROXY_CFG = ROOT / "deploy" / "haproxy.cfg"
@@ -31,16 +39,31 @@ def serve_command(data: str, port: int, host: str = "127.0.0.1") -> list[str]:
     return ["kbserver", "serve", "--host", host, "--port", str(port), "--data", data]
 
 
-def node_env(control_url: str, cache: str, admin_token: str, balancer: str) -> dict[str, str]:
-    """The settings every node of a cluster runs with (deploy/compose.yaml sets the same)."""
+def migrate_command(data: str) -> list[str]:
+    """The one-off command that brings the control store's schema up to date before nodes start."""
+    return ["kbserver", "migrate", "--data", data]
+
+
+def migrate(data: Path, env: dict[str, str]) -> None:
+    exe = [sys.executable, "-m", "kbserver.cli", *migrate_command(str(data))[1:]]
+    subprocess.run(exe, env={**os.environ, **env}, check=True, capture_output=True, timeout=120)
+
+
+def node_env(control_url: str, admin_token: str, balancer: str) -> dict[str, str]:
+    """The settings every node of a cluster runs with (deploy/compose.yaml sets the same).
+
+    Not yet among them: a cache folder of each node's own (its search index); until that setting
+    exists the nodes share the index inside the data folder, which one of them follows at a time."""
     return {
         "KBSERVER_CONTROL_URL": control_url,  # agents, tokens, proposals... shared by every node
-        "KBSERVER_CACHE_DIR": cache,  # the node's own search index and vectors
         "KBSERVER_ADMIN_TOKEN": admin_token,  # the same on every node
         "KBSERVER_ALLOWED_HOSTS": balancer,  # the Host clients reach /mcp by
         "KBSERVER_SAMPLE": "false",  # nodes starting together must not all import the sample KB
-        "KBSERVER_EMBEDDER": "none",  # keyword search only: keeps three nodes within 2 cores
     }
+
+
+# What the tests add to node_env: keyword search only, so three nodes fit in CI's 2 cores.
+TEST_ONLY = {"KBSERVER_EMBEDDER": "none"}
 
 
 class Node:
@@ -54,7 +77,7 @@ class Node:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = folder / f"{name}.log"
-        self.env = {**os.environ, **env}
+        self.env = {**os.environ, **env, **TEST_ONLY}
         self.proc: subprocess.Popen[bytes] | None = None
 
     def launch(self) -> Node:

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.cluster.harness import Balancer, Node, node_env
+from tests.cluster.harness import Balancer, Node, migrate, node_env
 from tests.helpers import ADMIN_TOKEN, git_fsck
 from tests.mcp.clients import http_client
 
@@ -82,14 +82,15 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
             f"node{n}",
             data,
             logs,
-            node_env(postgres_url, str(tmp_path / f"cache{n}"), ADMIN_TOKEN, host),
+            node_env(postgres_url, ADMIN_TOKEN, host),
             port,
         )
         for n, port in enumerate(ports, 1)
     ]
     balancer = Balancer(logs, nodes, balancer_port)
+    migrate(data, nodes[0].env)  # as deploy/compose.yaml does before its nodes start
     try:
-        nodes[0].launch().wait_healthy()  # the first start migrates PostgreSQL and makes the folder
+        nodes[0].launch().wait_healthy()  # the first start makes the data folder
         for node in nodes[1:]:
             node.launch()
         for node in nodes[1:]:
