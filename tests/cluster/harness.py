@@ -45,8 +45,11 @@ def migrate_command(data: str) -> list[str]:
 
 
 def migrate(data: Path, env: dict[str, str]) -> None:
+    """`kbserver migrate` on the (empty) shared folder, as compose's `migrate` step does on its volume."""
+    data.mkdir(parents=True, exist_ok=True)
     exe = [sys.executable, "-m", "kbserver.cli", *migrate_command(str(data))[1:]]
-    subprocess.run(exe, env={**os.environ, **env}, check=True, capture_output=True, timeout=120)
+    done = subprocess.run(exe, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def node_env(control_url: str, admin_token: str, balancer: str) -> dict[str, str]:
