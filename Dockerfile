@@ -39,8 +39,8 @@ RUN groupadd --system --gid 10001 kbserver \
 WORKDIR /app
 COPY . /app
 RUN pip install --no-cache-dir . \
-    && mkdir -p /data \
-    && chown kbserver:kbserver /data
+    && mkdir -p /data /cache \
+    && chown kbserver:kbserver /data /cache
 
 ENV KBSERVER_DATA=/data
 VOLUME ["/data"]

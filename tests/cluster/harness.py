@@ -1,7 +1,8 @@
 """Several `kbserver serve` nodes on one data folder, PostgreSQL as their control store, and HAProxy
 in front running deploy/haproxy.cfg: for tests/cluster and bench/cluster.py.
 
-Each node is a real process, started, SIGKILLed and restarted on the same port. The environment
+Each node is a real process with its own cache folder (its search index), started, SIGKILLed and
+restarted on the same port. The environment
 every node gets is `node_env`, the one deploy/compose.yaml gives its nodes (tests/deploy checks).
 """
 
@@ -52,13 +53,11 @@ def migrate(data: Path, env: dict[str, str]) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def node_env(control_url: str, admin_token: str, balancer: str) -> dict[str, str]:
-    """The settings every node of a cluster runs with (deploy/compose.yaml sets the same).
-
-    Not yet among them: a cache folder of each node's own (its search index); until that setting
-    exists the nodes share the index inside the data folder, which one of them follows at a time."""
+def node_env(control_url: str, cache: str, admin_token: str, balancer: str) -> dict[str, str]:
+    """The settings every node of a cluster runs with (deploy/compose.yaml sets the same)."""
     return {
         "KBSERVER_CONTROL_URL": control_url,  # agents, tokens, proposals... shared by every node
+        "KBSERVER_CACHE_DIR": cache,  # the node's own search index, vectors and feed position
         "KBSERVER_ADMIN_TOKEN": admin_token,  # the same on every node
         "KBSERVER_ALLOWED_HOSTS": balancer,  # the Host clients reach /mcp by
         "KBSERVER_SAMPLE": "false",  # nodes starting together must not all import the sample KB

@@ -82,7 +82,7 @@ def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
             f"node{n}",
             data,
             logs,
-            node_env(postgres_url, ADMIN_TOKEN, host),
+            node_env(postgres_url, str(tmp_path / f"cache{n}"), ADMIN_TOKEN, host),
             port,
         )
         for n, port in enumerate(ports, 1)
@@ -365,6 +365,10 @@ def test_three_nodes_lose_no_acknowledged_write_when_one_dies(cluster: Cluster) 
                 word = content.split()[0]
                 hits = http.get(f"/api/v1/kbs/{KB}/search", params={"q": word}, headers=ADMIN).json()["hits"]
                 assert [h["path"] for h in hits] == [path], (node.name, word)
+
+    for n in (1, 2, 3):  # each node searched its own index, in its own cache folder
+        assert any((cluster.data.parent / f"cache{n}").rglob("*.seg")), n
+    assert not (cluster.data / "index").exists()
 
     # a token deleted on one node is refused by every node at its next request
     first, last = cluster.nodes[0], cluster.nodes[2]

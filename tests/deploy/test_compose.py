@@ -3,8 +3,8 @@
 No container can start here (no images), so the files are checked instead: compose.yaml is valid
 YAML with three nodes, PostgreSQL, a migration step and HAProxy; its node command and settings are
 the ones tests/cluster gives its nodes (tests/cluster/harness.py); every node mounts the shared
-volume; HAProxy's config is the very file the cluster test runs, and HAProxy accepts it with
-compose's addresses.
+volume and a cache volume of its own; HAProxy's config is the very file the cluster test runs,
+and HAProxy accepts it with compose's addresses.
 """
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def test_the_nodes_run_the_cluster_tests_command_and_settings() -> None:
         node = services[name]
         assert node["command"] == serve_command("/data", 8765, host="0.0.0.0")
         env = {k: _interpolate(str(v)) for k, v in node["environment"].items()}
-        expected = node_env("<url>", "<token>", "<host>")
+        expected = node_env("<url>", "/cache", "<token>", "<host>")
         assert set(env) == set(expected)  # no setting the cluster test does not run with
-        assert env["KBSERVER_SAMPLE"] == expected["KBSERVER_SAMPLE"]
+        assert env["KBSERVER_CACHE_DIR"] == "/cache" and env["KBSERVER_SAMPLE"] == expected["KBSERVER_SAMPLE"]
         assert (
             env["KBSERVER_CONTROL_URL"].startswith("postgresql://")
             and "@postgres:5432/" in env["KBSERVER_CONTROL_URL"]
@@ -67,12 +67,14 @@ def test_the_nodes_run_the_cluster_tests_command_and_settings() -> None:
     assert services["migrate"]["environment"] == services["node1"]["environment"]
 
 
-def test_every_node_mounts_the_shared_volume() -> None:
+def test_every_node_mounts_the_shared_volume_and_a_cache_of_its_own() -> None:
     compose = _compose()
+    caches = []
     for name in NODES:
         mounts = dict(m.split(":", 1) for m in compose["services"][name]["volumes"])
-        assert mounts == {"kbdata": "/data"}
-    assert "kbdata" in compose["volumes"]
+        assert mounts["kbdata"] == "/data" and len(mounts) == 2
+        caches.append(next(v for v, target in mounts.items() if target == "/cache"))
+    assert len(set(caches)) == 3 and {"kbdata", *caches} <= set(compose["volumes"])
 
 
 def test_haproxy_runs_the_cluster_tests_config_with_composes_addresses() -> None:
