@@ -345,3 +345,8 @@ def test_sqlite_close_closes_every_threads_connection(tmp_path: Path) -> None:
         done.set()
         for t in threads:
             t.join(timeout=60)
+
+
+def test_ping_answers_while_the_store_is_open(store: ControlStore) -> None:
+    store.ping()  # raises Unavailable when the store does not answer (tests/services/test_readiness.py)
+    store.ping(timeout=0.5)
