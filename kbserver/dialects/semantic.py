@@ -38,7 +38,6 @@ from kbserver.dialects.semantic_rules import (
     MIN_SIMILARITY,
     REINFORCE_KEEP,
     RELATED_SIMILARITY,
-    SUPERSEDE_SIMILARITY,
     check_content,
     check_importance,
     check_memory_type,
@@ -51,6 +50,7 @@ from kbserver.dialects.semantic_rules import (
     score,
 )
 from kbserver.dialects.session import DialectCall, retry_stale
+from kbserver.dialects.supersede import supersedes
 from kbserver.services import memory_access, semantic
 from kbserver.services.context import Services
 from kbserver.services.memory_access import MemoryAccessRow
@@ -123,17 +123,26 @@ def _similarities(
 ) -> tuple[list[float], int]:
     """Similarity of `text` to each memory: the embeddings' cosine, else (no embedder, or a memory not
     embedded yet and beyond what is embedded on the spot) word overlap; and how many fell back."""
+    sims, by_meaning = _measured(call, slug, text, memories, as_query=as_query)
+    no_embedder = not semantic.enabled(call.services)
+    return sims, 0 if no_embedder else by_meaning.count(False)
+
+
+def _measured(
+    call: DialectCall, slug: str, text: str, memories: Sequence[Memory], *, as_query: bool
+) -> tuple[list[float], list[bool]]:
+    """`_similarities`, with whether each one is the embeddings' cosine (else word overlap)."""
     if not memories:
-        return [], 0
+        return [], []
     contents = [m.content for m in memories]
     cosines = semantic.similarities(call.services, call.caller, slug, text, contents, as_query=as_query)
     fallback = coverage if as_query else similarity
     if cosines is None:
-        return [fallback(text, c) for c in contents], 0
+        return [fallback(text, c) for c in contents], [False] * len(contents)
     if None not in cosines:  # every memory embedded: the common case, 10,000 of them at 10,000
-        return cast(list[float], cosines), 0
+        return cast(list[float], cosines), [True] * len(contents)
     out = [fallback(text, c) if s is None else s for s, c in zip(cosines, contents, strict=True)]
-    return out, sum(s is None for s in cosines)
+    return out, [s is not None for s in cosines]
 
 
 # -- store and change ------------------------------------------------------------------------------
@@ -148,9 +157,10 @@ def store_memory(
     recurrence: str | None = None,
     kb: str | None = None,
 ) -> dict[str, object]:
-    """Store one memory as one version. Live memories of the same agent, user_id and memory_type whose
-    content is at least SUPERSEDE_SIMILARITY similar are marked `superseded_by` it in the same version.
-    Raises InvalidRequest and every error of the write path."""
+    """Store one memory as one version. Live memories of the same agent, user_id and memory_type that
+    it supersedes (at least SUPERSEDE_SIMILARITY similar, or updated: kbserver.dialects.supersede)
+    are marked `superseded_by` it in the same version. Raises InvalidRequest and every error of the
+    write path."""
     text = check_content(content)
     kind = check_memory_type(memory_type)
     user = check_user_id(user_id)
@@ -182,9 +192,13 @@ def store_memory(
             for m in _records(call, slug)
             if m.memory_type == kind and m.user_id == user and m.agentId == scope and m.superseded_by is None
         ]
-        sims, _fallen_back = _similarities(call, slug, text, live, as_query=False)
+        sims, by_meaning = _measured(call, slug, text, live, as_query=False)
         old = sorted(
-            ((s, m) for s, m in zip(sims, live, strict=True) if s >= SUPERSEDE_SIMILARITY),
+            (
+                (s, m)
+                for s, meant, m in zip(sims, by_meaning, live, strict=True)
+                if supersedes(text, m.content, s, by_meaning=meant)
+            ),
             key=lambda sm: (-sm[0], sm[1].id),
         )[:max_old]
         changes: list[FileChange] = [Create(path=memory.path, mode="create", content=render_memory(memory))]

@@ -93,10 +93,11 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
     ) -> Annotated[CallToolResult, StoreOutput]:
         """Remember one thing as memories/{id}.md, as one version of the KB (people can review it).
 
-        A memory of the same user_id and memory_type that says nearly the same (similarity at least 0.9)
-        is marked superseded_by the new one in the same version, and searches skip it from then on: to
-        correct or update something, store its new form. Returns {id, taskId, superseded}; taskId is the
-        version. Never store secrets.
+        A memory of the same user_id and memory_type that says nearly the same (similarity at least 0.9),
+        or that the new one updates ("The user now prefers coffee" after "The user prefers tea": say
+        now, no longer, instead...), is marked superseded_by the new one in the same version, and
+        searches skip it from then on: to correct or update something, store its new form. Returns
+        {id, taskId, superseded}; taskId is the version. Never store secrets.
         """
         return ok_result(
             semantic.store_memory(
