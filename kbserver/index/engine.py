@@ -361,6 +361,7 @@ class SearchIndex:
         snippets: bool = True,
         coverage: bool = False,
         stepping: bool = False,
+        hide: tuple[str, str, Collection[str]] | None = None,
     ) -> SearchResult:
         """Rank files for `query` (BM25F), optionally only under `prefix` and with exact field `filters`.
 
@@ -372,28 +373,39 @@ class SearchIndex:
         each hit carries its `coverage` (what `coverage()` says of its path, from the same read).
         `stepping` ranks with the reference collector (collect.py), which steps every match in
         Python, instead of over arrays (arrays.py): the same hits, order, scores and total, slower.
+        `hide` = (folder, key, values) leaves out, from the hits and the total, the files under
+        `folder` whose filter field `key` is one of `values` (other agents' private memories).
         """
         limit, offset = max(0, limit), max(0, offset)
         query = valid_utf8(query)
         constraint, possible = self._constraint(prefix, filters)
+        hidden = self._hidden(hide)
         with self._read_lock:
             searcher = self._searcher()
             version = self._version(searcher)
             if not possible:
                 return SearchResult([], 0, version)
             if not query.strip():
+                if hidden is not None:
+                    listed = (
+                        constraint if constraint is not None else q.AndNot(q.Every(), q.Term(PATH, META_PATH))
+                    )
+                    constraint = q.AndNot(listed, hidden)
                 return self._list(searcher, constraint, limit, offset, version)
             has = _has(searcher.reader())
             parsed = parse_query(query, has)
             if parsed.match is None:
                 return SearchResult([], 0, version)
+            exclude = parsed.exclude
+            if hidden is not None:
+                exclude = hidden if exclude is None else q.Or([exclude, hidden])
             # Our own collectors: Whoosh's skips by quality and breaks under the restriction (collect.py).
             if stepping:
                 full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
-                ranked, total = self._stepping(searcher, full, offset + limit, parsed)
+                ranked, total = self._stepping(searcher, full, offset + limit, parsed, exclude)
             else:
                 ranked, total = collect_arrays(
-                    searcher, parsed.match, offset + limit, parsed.tiers, parsed.exclude, PATH, constraint
+                    searcher, parsed.match, offset + limit, parsed.tiers, exclude, PATH, constraint
                 )
             page = ranked[offset : offset + limit]
             shares = _shares(searcher, parsed.words, [d for _, d, _ in page], has) if coverage else {}
@@ -411,7 +423,7 @@ class SearchIndex:
 
     @staticmethod
     def _stepping(
-        searcher: Any, full: Any, limit: int, parsed: Any
+        searcher: Any, full: Any, limit: int, parsed: Any, exclude: Any | None
     ) -> tuple[list[tuple[float, int, str]], int]:
         tiers: list[frozenset[int]] = []
         for tier in parsed.tiers:  # each tier lies within the one before: stop at the first empty one
@@ -419,7 +431,7 @@ class SearchIndex:
             if not docs:
                 break
             tiers.append(docs)
-        excluded = frozenset(searcher.docs_for_query(parsed.exclude)) if parsed.exclude else frozenset()
+        excluded = frozenset(searcher.docs_for_query(exclude)) if exclude is not None else frozenset()
         ranked, total = collect(searcher, full, limit, tiers, excluded, key=PATH)
         return [(score, d, searcher.stored_fields(d)[PATH]) for score, d in ranked], total
 
@@ -442,6 +454,17 @@ class SearchIndex:
                     numbers[number] = path
             shares = _shares(searcher, question_words(query), list(numbers), _has(searcher.reader()))
             return {path: shares[number] for number, path in numbers.items()}
+
+    @staticmethod
+    def _hidden(hide: tuple[str, str, Collection[str]] | None) -> Any | None:
+        """The files `search`'s `hide` names, as one query (None: nothing to hide)."""
+        if hide is None:
+            return None
+        folder, key, values = hide
+        terms = [q.Term(FILTER_PREFIX + key, valid_utf8(v)) for v in sorted(values) if v]
+        if not terms or _FILTER_KEY.match(key) is None:
+            return None
+        return q.And([q.Term(DIRS, valid_utf8(folder)), q.Or(terms)])
 
     @staticmethod
     def _constraint(prefix: str | None, filters: Mapping[str, str] | None) -> tuple[Any | None, bool]:

@@ -76,7 +76,7 @@ def resource_page(
                 version = files.visible_version(services, caller, slug)
         except KBError:  # unlinked or deleted since the run started: nothing to show
             continue
-        found, more = files.entry_page(services, slug, version, start, PAGE_SIZE - len(page))
+        found, more = files.entry_page(services, slug, version, start, PAGE_SIZE - len(page), caller)
         for f in found:
             name = f"{slug}/{f.path}"
             page.append(Resource(uri=uri(slug, f.path), name=name, mime_type=mime_type(f.path), size=f.size))

@@ -19,6 +19,7 @@ from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.models import ExportResult, FileContent, FileList
 from kbserver.services.parts import Repository
+from kbserver.services.privacy import check_read, hidden
 
 __all__ = [
     "archive",
@@ -34,8 +35,11 @@ __all__ = [
 ]
 
 
-def list_at(services: Services, slug: str, version: str | None, prefix: str = "") -> FileList:
-    """The files at `version` (the head when None), sorted by path.
+def list_at(
+    services: Services, slug: str, version: str | None, prefix: str = "", caller: Caller | None = None
+) -> FileList:
+    """The files at `version` (the head when None), sorted by path; for `caller`, without the other
+    agents' private memories (kbserver.services.privacy).
 
     Raises InvalidRequest or NotFound for a bad version.
     """
@@ -43,20 +47,25 @@ def list_at(services: Services, slug: str, version: str | None, prefix: str = ""
     resolved = repo.resolve(version)
     files: list[FileEntry] = []
     for path, blob in repo.view(resolved).walk(check_prefix(prefix)):
+        if caller is not None and hidden(caller, repo, path, blob):
+            continue
         size, sha256 = repo.digest(blob)
         files.append(FileEntry(path=path, size=size, sha256=sha256))
     return FileList(version=resolved, files=files)
 
 
 def entry_page(
-    services: Services, slug: str, version: str | None, start: int, limit: int
+    services: Services, slug: str, version: str | None, start: int, limit: int, caller: Caller | None = None
 ) -> tuple[list[FileEntry], bool]:
     """Up to `limit` files at `version` (resolved) from the `start`-th in path order, and whether
-    more follow. Lazy: the tree is walked no further than one past the page, and only the page's
-    files are read (for their size and sha256)."""
+    more follow; for `caller`, without the other agents' private memories. Lazy: the tree is walked
+    no further than one past the page, and only the page's files are read (for their size and sha256)."""
     repo = services.repos.repo(slug)
     page: list[FileEntry] = []
-    for path, blob in islice(repo.view(version).walk(), start, None):
+    walk = repo.view(version).walk()
+    if caller is not None:
+        walk = ((p, b) for p, b in walk if not hidden(caller, repo, p, b))
+    for path, blob in islice(walk, start, None):
         if len(page) == limit:
             return page, True
         size, sha256 = repo.digest(blob)
@@ -133,13 +142,16 @@ def listing(
 ) -> FileList:
     """list_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
-    return list_at(services, slug, version, prefix)
+    return list_at(services, slug, version, prefix, caller)
 
 
 def read(services: Services, caller: Caller, slug: str, path: str, version: str | None = None) -> FileContent:
-    """read_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
+    """read_at for a caller who may read the KB (another agent's private memory is NotFound).
+    Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
-    return read_at(services, slug, path, version)
+    found = read_at(services, slug, path, version)
+    check_read(caller, found.path, found.content)
+    return found
 
 
 def export(
@@ -162,7 +174,7 @@ def export(
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise InvalidRequest(f"{folder} must be a missing or empty folder", folder=str(folder))
     view = repo.view(resolved)
-    entries = list(view.walk())
+    entries = [(p, b) for p, b in view.walk() if not hidden(caller, repo, p, b)]
     staging = folder.parent / f".{folder.name}.kbserver-mount"
     current = ""
     try:
@@ -217,7 +229,7 @@ def archive(
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
     mtime = repo.commit_info(resolved).seconds if resolved else 0
-    return resolved, _tar_chunks(repo, slug, resolved, mtime)
+    return resolved, _tar_chunks(repo, slug, resolved, mtime, caller)
 
 
 class _Chunks:
@@ -236,10 +248,14 @@ class _Chunks:
         return out
 
 
-def _tar_chunks(repo: Repository, slug: str, version: str | None, mtime: int) -> Iterator[bytes]:
+def _tar_chunks(
+    repo: Repository, slug: str, version: str | None, mtime: int, caller: Caller
+) -> Iterator[bytes]:
     sink = _Chunks()
     with tarfile.open(fileobj=sink, mode="w|gz") as tar:  # type: ignore[call-overload]
         for path, blob in repo.view(version).walk():
+            if hidden(caller, repo, path, blob):
+                continue  # another agent's private memory
             data = repo.blob(blob.decode())
             member = tarfile.TarInfo(f"{slug}/{path}")
             member.size, member.mode, member.mtime = len(data), 0o444, mtime

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import TypeVar
 
@@ -114,9 +114,10 @@ class SearchSink:
         filters: Mapping[str, str] | None = None,
         snippets: bool = True,
         coverage: bool = False,
+        hide: tuple[str, str, Collection[str]] | None = None,
     ) -> SearchResult:
-        """Search `slug`'s index (index.SearchIndex.search: `snippets`, `coverage`). Raises Unavailable
-        while it is damaged (the follower rebuilds it).
+        """Search `slug`'s index (index.SearchIndex.search: `snippets`, `coverage`, `hide`). Raises
+        Unavailable while it is damaged (the follower rebuilds it).
 
         A KB whose index is not built yet has no hits and no version.
         """
@@ -130,6 +131,7 @@ class SearchSink:
                 filters=filters,
                 snippets=snippets,
                 coverage=coverage,
+                hide=hide,
             ),
         )
         return SearchResult([], 0, None) if found is None else found

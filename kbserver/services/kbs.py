@@ -25,6 +25,7 @@ from kbserver.services.auth import permission, require_read
 from kbserver.services.context import Services
 from kbserver.services.indexing import INDEX_SINK
 from kbserver.services.models import ImportResult, KBInfo, KBSummary
+from kbserver.services.privacy import check_clone
 
 __all__ = [
     "ImportResult",
@@ -111,6 +112,7 @@ def repository(services: Services, caller: Caller, slug: str) -> Path:
     Raises NotFound, also when the caller may not see the KB.
     """
     require_read(services, caller, slug)
+    check_clone(caller, services.repos.repo(slug), str(services.repos.path(slug)))
     return services.repos.path(slug)
 
 

@@ -187,10 +187,12 @@ class TextSearch(Protocol):
         filters: Mapping[str, str] | None = None,
         snippets: bool = True,
         coverage: bool = False,
+        hide: tuple[str, str, Collection[str]] | None = None,
     ) -> SearchResult:
         """Hits for `q` (without `snippets`, hits carry no snippet nor fields; with `coverage`, each
-        carries the share of `q`'s words it holds, as `coverage` gives it). Raises Unavailable while
-        the index is damaged (the follower rebuilds it)."""
+        carries the share of `q`'s words it holds, as `coverage` gives it; `hide` = (folder, key,
+        values) leaves out the files under folder whose filter field key is one of values). Raises
+        Unavailable while the index is damaged (the follower rebuilds it)."""
         ...
 
     def paths(self, slug: str) -> dict[str, str]:

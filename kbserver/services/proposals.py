@@ -27,6 +27,7 @@ from kbserver.services.models import (
     Rejection,
 )
 from kbserver.services.parts import Files
+from kbserver.services.privacy import check_writes
 from kbserver.services.reserved import check_caps
 from kbserver.store import CommitPlan, Fence
 
@@ -58,7 +59,7 @@ def propose(
     subject = req.message.strip() if req.message and req.message.strip() else None
 
     def job(tip: Files) -> CommitPlan:
-        applied = check_caps(tip, apply(tip, req.files, limits))
+        applied = check_writes(caller, tip, check_caps(tip, apply(tip, req.files, limits)))
         paths = [a.path for a in applied]
         return CommitPlan(
             {a.path: a.content for a in applied},

@@ -23,6 +23,8 @@ from kbserver.services.models import (
     VersionPage,
 )
 from kbserver.services.parts import Files, Repository
+from kbserver.services.privacy import check_writes
+from kbserver.services.reserved import check_owner
 from kbserver.services.versions import info
 
 __all__ = [
@@ -93,7 +95,8 @@ def undo(
                 applied.append(
                     Applied(ch.path, "create" if now is None else "overwrite", old, sha256_hex(old))
                 )
-        return applied
+        check_owner(caller, (a.path for a in applied), "undo")
+        return check_writes(caller, tip, applied)
 
     return commit(
         services,

@@ -12,6 +12,7 @@ from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.files import list_at, read_at
 from kbserver.services.models import FileContent, FileList, RunStarted
+from kbserver.services.privacy import check_read
 
 __all__ = ["list_files", "mounted", "owned_run", "read_file", "start"]
 
@@ -67,9 +68,11 @@ def mounted(services: Services, caller: Caller, run_id: str, slug: str) -> str:
 
 def list_files(services: Services, caller: Caller, run_id: str, slug: str, prefix: str = "") -> FileList:
     """The files of `slug` at the run's pinned version. Raises NotFound."""
-    return list_at(services, slug, mounted(services, caller, run_id, slug), prefix)
+    return list_at(services, slug, mounted(services, caller, run_id, slug), prefix, caller)
 
 
 def read_file(services: Services, caller: Caller, run_id: str, slug: str, path: str) -> FileContent:
     """One file of `slug` at the run's pinned version. Raises NotFound, InvalidRequest."""
-    return read_at(services, slug, path, mounted(services, caller, run_id, slug))
+    found = read_at(services, slug, path, mounted(services, caller, run_id, slug))
+    check_read(caller, found.path, found.content)
+    return found

@@ -13,6 +13,7 @@ from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.indexing import INDEX_SINK
 from kbserver.services.models import IndexStatus, SearchHit, SearchResults
+from kbserver.services.privacy import PRIVATE_FOLDER, other_owners
 
 __all__ = [
     "MAX_LIMIT",
@@ -65,15 +66,24 @@ def query(
         prefix=check_prefix(prefix) or None,
         filters=filters,
         snippets=snippets,
+        hide=_hide(services, caller, slug),  # other agents' private memories: not found, not counted
     )
+    hits, total = result.hits, result.total
     return SearchResults(
         hits=[
             SearchHit(path=h.path, score=round(h.score, 4), snippet=h.snippet, highlights=list(h.highlights))
-            for h in result.hits
+            for h in hits
         ],
-        total=result.total,
+        total=total,
         version=result.version,
     )
+
+
+def _hide(services: Services, caller: Caller, slug: str) -> tuple[str, str, list[str]] | None:
+    """What the index leaves out for `caller`: other agents' private memories (kbserver.services.privacy),
+    the files under memories/ whose agentId names one of them; None for the admin or when there are none."""
+    others = other_owners(caller, services.repos.repo(slug), str(services.repos.path(slug)))
+    return (PRIVATE_FOLDER, "agentId", others) if others else None
 
 
 @dataclass(frozen=True)
@@ -97,9 +107,16 @@ def candidates(
     if not 1 <= limit <= MAX_LIMIT:
         raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
     result = services.search_index.search(
-        slug, q, limit=limit, prefix=check_prefix(prefix) or None, snippets=False, coverage=True
+        slug,
+        q,
+        limit=limit,
+        prefix=check_prefix(prefix) or None,
+        snippets=False,
+        coverage=True,
+        hide=_hide(services, caller, slug),
     )
-    return [Candidate(h.path, round(h.score, 4), h.coverage or 0.0) for h in result.hits]
+    kept = result.hits
+    return [Candidate(h.path, round(h.score, 4), h.coverage or 0.0) for h in kept]
 
 
 def reindex(

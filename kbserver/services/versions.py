@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from itertools import islice
-
 from kbserver.changes import Applied, sha256_hex
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, NotFound
 from kbserver.core.model import Caller, VersionInfo, WriteResult
@@ -13,6 +11,8 @@ from kbserver.services.commits import commit
 from kbserver.services.context import Services
 from kbserver.services.models import DiffEntry, VersionDetail, VersionPage
 from kbserver.services.parts import Files, Repository
+from kbserver.services.privacy import check_writes, hides_version
+from kbserver.services.reserved import check_owner
 from kbserver.store import Change
 
 __all__ = ["MAX_LIMIT", "expand", "get", "info", "listing", "revert"]
@@ -64,9 +64,16 @@ def listing(
     if start is None:
         return VersionPage(versions=[], next_cursor=None)
     walk = repo.path_history(start, path) if path else repo.first_parents(start)
-    page = list(islice(walk, limit + 1))
-    more = page[limit] if len(page) > limit else None
-    return VersionPage(versions=[info(repo, v) for v in page[:limit]], next_cursor=more)
+    shown: list[VersionInfo] = []
+    more = None
+    for v in walk:
+        if len(shown) == limit:
+            more = v
+            break
+        changes = repo.changes(repo.commit_info(v).parent, v)
+        if not hides_version(caller, repo, changes):  # another agent's private memory: its version too
+            shown.append(info(repo, v, changes))
+    return VersionPage(versions=shown, next_cursor=more)
 
 
 def _cursor(repo: Repository, cursor: str) -> str | None:
@@ -101,6 +108,8 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> VersionD
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
     changes = repo.changes(repo.commit_info(resolved).parent, resolved)  # one tree diff for both
+    if hides_version(caller, repo, changes):
+        raise NotFound(f"no version {version} in KB {slug}", version=version)
     diff = [DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes]
     return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff)
 
@@ -129,7 +138,8 @@ def revert(
             raise InvalidRequest(
                 f"the files already equal version {target}; nothing to revert", version=target
             )
-        return applied
+        check_owner(caller, (a.path for a in applied), "revert")
+        return check_writes(caller, tip, applied)
 
     return commit(
         services,

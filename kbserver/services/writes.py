@@ -10,6 +10,7 @@ from kbserver.services.commits import commit
 from kbserver.services.context import Services
 from kbserver.services.idempotency import once
 from kbserver.services.models import WriteOutcome
+from kbserver.services.privacy import check_writes
 from kbserver.services.proposals import propose
 from kbserver.services.reserved import check_caps, check_owner
 from kbserver.services.runs import owned_run
@@ -79,7 +80,7 @@ def _submit(
         services,
         caller,
         slug,
-        lambda tip: check_caps(tip, apply(tip, req.files, limits)),
+        lambda tip: check_writes(caller, tip, check_caps(tip, apply(tip, req.files, limits))),
         kind=kind,
         message=req.message,
         run_id=req.run_id,
