@@ -21,7 +21,7 @@ README = (REPO_ROOT / "README.md").read_text()
 def _example() -> tuple[str, str, str]:
     """The two contents and the memory_type of the README's example, as the README writes them."""
     found = re.search(
-        r"storing `([^`]+)`\s+and then `([^`]+)` \(both\s+`memory_type: (\w+)`\) answers\s+"
+        r"storing `([^`]+)`\s+and then\s+`([^`]+)` \(both\s+`memory_type: (\w+)`\) answers\s+"
         r'`"superseded": \[the first id\]`',
         README,
     )
