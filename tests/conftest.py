@@ -17,6 +17,9 @@ from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, make_agent
 from tests.pg import PostgresServer, find_bindir
 
+# Registered here, before any test module imports it (tests/cluster does, ahead of tests/mcp).
+pytest.register_assert_rewrite("tests.mcp.clients")
+
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:

@@ -14,8 +14,6 @@ from kbserver.config import Settings
 from kbserver.services import Services
 from tests.helpers import free_port
 
-pytest.register_assert_rewrite("tests.mcp.clients")
-
 
 @pytest.fixture
 def anyio_backend() -> str:
