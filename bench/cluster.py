@@ -1,0 +1,191 @@
+"""Several nodes against one: writes/s, index lag per node, and requests lost while a node dies.
+
+Runs a throwaway PostgreSQL (tests/pg.py), kbserver nodes on one data folder with their own cache
+folders, and HAProxy with deploy/haproxy.cfg in front (tests/cluster/harness.py), then prints, in
+one run, side by side:
+- writes/s through the balancer, 1 node vs 3 nodes, with the writers on distinct KBs and on one KB;
+- each node's index lag (a write acknowledged -> that node's search covers it), p50/p95;
+- requests that failed (no retry) while node2 was SIGKILLed and restarted, of all sent.
+
+    python -m bench.cluster [--writers 12] [--seconds 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.cluster.harness import Balancer, Node, migrate, node_env
+from tests.helpers import free_port
+from tests.pg import PostgresServer, find_bindir
+
+TOKEN = "bench-admin-token"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def start(folder: Path, url: str, count: int) -> tuple[list[Node], Balancer]:
+    data, logs = folder / "data", folder / "logs"
+    logs.mkdir(parents=True)
+    lb_port = free_port()
+    nodes = [
+        Node(f"node{n}", data, logs, node_env(url, str(folder / f"cache{n}"), TOKEN, f"127.0.0.1:{lb_port}"))
+        for n in range(1, count + 1)
+    ]
+    migrate(data, nodes[0].env)
+    nodes[0].launch().wait_healthy()
+    for node in nodes[1:]:
+        node.launch()
+    for node in nodes[1:]:
+        node.wait_healthy()
+    balancer = Balancer(logs, [nodes[n % count] for n in range(3)], lb_port).start()
+    return nodes, balancer
+
+
+def stop(nodes: list[Node], balancer: Balancer) -> None:
+    balancer.stop()
+    for node in nodes:
+        node.stop()
+
+
+def writes_per_second(
+    url: str, slugs: list[str], writers: int, seconds: float, tag: str
+) -> tuple[float, int]:
+    """Writers creating files through the balancer for `seconds`; (acknowledged writes/s, failures)."""
+    done, failed = [0], [0]
+    lock = threading.Lock()
+    stop_at = time.monotonic() + seconds
+
+    def write(n: int) -> None:
+        slug = slugs[n % len(slugs)]
+        i = 0
+        with httpx.Client(base_url=url, headers=AUTH, timeout=60) as http:
+            while time.monotonic() < stop_at:
+                body = {"files": [{"path": f"{tag}/{n}/{i}.md", "mode": "create", "content": f"w {n} {i}\n"}]}
+                i += 1
+                try:
+                    ok = http.post(f"/api/v1/kbs/{slug}/write", json=body).status_code == 200
+                except httpx.HTTPError:
+                    ok = False
+                with lock:
+                    done[0] += ok
+                    failed[0] += not ok
+
+    t0 = time.monotonic()
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return done[0] / (time.monotonic() - t0), failed[0]
+
+
+def index_lag(url: str, nodes: list[Node], slug: str, samples: int) -> dict[str, list[float]]:
+    """For each write (one at a time): how long until each node's index covers it, in ms."""
+    lags: dict[str, list[float]] = {n.name: [] for n in nodes}
+    with httpx.Client(base_url=url, headers=AUTH, timeout=60) as http:
+        for i in range(samples):
+            body = {"files": [{"path": f"lag/{i}.md", "mode": "create", "content": f"lag {i}\n"}]}
+            r = http.post(f"/api/v1/kbs/{slug}/write", json=body)
+            acked = time.monotonic()
+            version = r.json()["version"]
+
+            threads = [threading.Thread(target=_wait, args=(n, slug, version, acked, lags)) for n in nodes]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    return lags
+
+
+def _wait(node: Node, slug: str, version: str, acked: float, lags: dict[str, list[float]]) -> None:
+    q: dict[str, str | float] = {"wait_for": version, "timeout": 30}
+    httpx.get(f"{node.url}/api/v1/kbs/{slug}/index", params=q, headers=AUTH, timeout=60)
+    lags[node.name].append((time.monotonic() - acked) * 1000)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--writers", type=int, default=12)
+    ap.add_argument("--seconds", type=float, default=6.0)
+    ap.add_argument("--lag-samples", type=int, default=30)
+    args = ap.parse_args()
+    bindir = find_bindir()
+    if bindir is None:
+        raise SystemExit("needs PostgreSQL's binaries: apt-get install -y postgresql")
+    pg = PostgresServer(bindir).start()
+    rows: dict[str, dict[str, str]] = {}
+    lags: dict[str, list[float]] = {}
+    outage = ""
+    try:
+        for count in (1, 3):
+            with tempfile.TemporaryDirectory(prefix=f"kb-cluster-{count}-") as tmp:
+                nodes, balancer = start(Path(tmp), pg.database(), count)
+                try:
+                    slugs = [f"kb{n}" for n in range(6)]
+                    for slug in [*slugs, "one"]:
+                        httpx.post(
+                            f"{balancer.url}/api/v1/kbs", json={"slug": slug}, headers=AUTH, timeout=60
+                        )
+                    distinct, _ = writes_per_second(balancer.url, slugs, args.writers, args.seconds, "d")
+                    one, _ = writes_per_second(balancer.url, ["one"], args.writers, args.seconds, "o")
+                    rows[f"{count} node{'s' if count > 1 else ''}"] = {
+                        "distinct": f"{distinct:.1f}",
+                        "one": f"{one:.1f}",
+                    }
+                    if count == 3:
+                        lags = index_lag(balancer.url, nodes, "kb0", args.lag_samples)
+                        outage = _outage(balancer.url, nodes[1], slugs, args.writers, args.seconds)
+                finally:
+                    stop(nodes, balancer)
+    finally:
+        pg.stop()
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    print(f"{args.writers} writers, {args.seconds:g} s per row, fsync on, through HAProxy; loadavg {load}")
+    print("| nodes | writes/s, 6 distinct KBs | writes/s, one KB |")
+    print("| --- | --- | --- |")
+    for name, row in rows.items():
+        print(f"| {name} | {row['distinct']} | {row['one']} |")
+    base, three = rows["1 node"], rows["3 nodes"]
+    print(
+        f"| ratio 3/1 | {float(three['distinct']) / float(base['distinct']):.2f}x "
+        f"| {float(three['one']) / float(base['one']):.2f}x |"
+    )
+    print()
+    print("| node | index lag p50 ms | p95 ms |")
+    print("| --- | --- | --- |")
+    for name, values in lags.items():
+        p95 = statistics.quantiles(values, n=20)[18] if len(values) >= 2 else values[0]
+        print(f"| {name} | {statistics.median(values):.1f} | {p95:.1f} |")
+    print()
+    print(outage)
+
+
+def _outage(url: str, victim: Node, slugs: list[str], writers: int, seconds: float) -> str:
+    """Writers for `seconds` while `victim` is SIGKILLed after a third of it and restarted."""
+    result: list[tuple[float, int]] = []
+    runner = threading.Thread(
+        target=lambda: result.append(writes_per_second(url, slugs, writers, seconds, "x"))
+    )
+    runner.start()
+    time.sleep(seconds / 3)
+    victim.kill()
+    died = time.monotonic()
+    victim.launch().wait_healthy()
+    back = time.monotonic() - died
+    runner.join()
+    rate, failed = result[0]
+    total = int(rate * seconds) + failed
+    return (
+        f"node2 SIGKILLed and back after {back:.1f} s: {failed} of {total} requests failed"
+        " (no client retry; writers retrying with Idempotency-Key lose none, tests/cluster)"
+    )
+
+
+if __name__ == "__main__":
+    main()
