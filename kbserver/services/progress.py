@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import threading
 import time
@@ -102,18 +103,22 @@ class Progress:
             future: asyncio.Future[None] = loop.create_future()
             with self._cond:  # registered before checking, so no record slips between
                 self._async.setdefault(slug, []).append((loop, future))
-            # The check reads git objects: off the event loop, on a short-lived pool thread.
-            if await threads.run(self.covers, slug, version, sinks):
-                self._unregister(slug, future)
-                return True
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                self._unregister(slug, future)
-                return False
             try:
-                await asyncio.wait_for(future, remaining)
-            except TimeoutError:
+                # The check reads git objects: off the event loop, on a short-lived pool thread.
+                if await threads.run(self.covers, slug, version, sinks):
+                    return True
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(future, remaining)
+            finally:  # however it ends, a cancelled caller's included: no waiter is left behind
                 self._unregister(slug, future)
+
+    def waiting(self, slug: str) -> int:
+        """How many async waits on `slug` are registered now."""
+        with self._cond:
+            return len(self._async.get(slug, []))
 
     def _unregister(self, slug: str, future: asyncio.Future[None]) -> None:
         with self._cond:

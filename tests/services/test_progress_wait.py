@@ -1,0 +1,54 @@
+"""Progress.wait leaves nothing registered, however it ends: covered, timed out or cancelled."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from kbserver.services import Services
+from kbserver.services.progress import Progress
+
+pytestmark = pytest.mark.anyio
+
+
+def _progress(services: Services) -> Progress:
+    """A real Progress over the KB's repository with one sink that covers nothing yet."""
+    return Progress(services.repos, ["slow"], lambda sink, slug: None)
+
+
+async def _registered(progress: Progress, slug: str, count: int) -> None:
+    for _ in range(2000):  # bounded: ~20 s at most
+        if progress.waiting(slug) == count:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{progress.waiting(slug)} waiters on {slug}, expected {count}")
+
+
+@pytest.mark.parametrize("settle", [0.0, 0.3])  # cancelled during the check, or while it waits
+async def test_a_cancelled_wait_is_unregistered(services: Services, kb: str, settle: float) -> None:
+    progress = _progress(services)
+    head = services.repos.repo(kb).head()
+    assert head is not None
+    waits = [asyncio.create_task(progress.wait(kb, head, timeout=600)) for _ in range(5)]
+    await _registered(progress, kb, 5)
+    await asyncio.sleep(settle)
+    for task in waits:
+        task.cancel()
+    for task in waits:
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    assert progress.waiting(kb) == 0
+
+
+async def test_waits_that_end_are_unregistered(services: Services, kb: str) -> None:
+    progress = _progress(services)
+    head = services.repos.repo(kb).head()
+    assert head is not None
+    assert await progress.wait(kb, head, timeout=0.05) is False  # timed out
+    assert progress.waiting(kb) == 0
+    covered = asyncio.create_task(progress.wait(kb, head, timeout=600))
+    await _registered(progress, kb, 1)
+    progress.record("slow", kb, head)
+    assert await asyncio.wait_for(covered, 60) is True
+    assert progress.waiting(kb) == 0
