@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 from starlette.responses import Response
 
+from kbserver.dialects.record_view import view_of
 from kbserver.services import files, kbs, review, search, versions
 from kbserver.services.auth import ADMIN
+from kbserver.web import records
 from kbserver.web.page import call, expand, render, services_of
 from kbserver.web.session import require_admin
 
@@ -53,7 +55,8 @@ async def files_page(request: Request) -> Response:
     readme = None
     if any(e["path"] == "README.md" for e in entries):
         readme = (await call(files.read, services, ADMIN, slug, "README.md")).content
-    return render(request, "files.html", slug=slug, kb=kb, tree=_tree(entries), readme=readme)
+    named = await call(records.titles, services, slug, [str(e["path"]) for e in entries], kb.head)
+    return render(request, "files.html", slug=slug, kb=kb, tree=_tree(entries), readme=readme, titles=named)
 
 
 async def file_page(request: Request) -> Response:
@@ -78,6 +81,7 @@ async def file_page(request: Request) -> Response:
         history=history,
         folder=folder,
         is_markdown=path.lower().endswith((".md", ".markdown")),
+        record=view_of(path, found.content),
     )
 
 
@@ -87,4 +91,6 @@ async def search_page(request: Request) -> Response:
     await call(kbs.describe, services, ADMIN, slug)
     q = request.query_params.get("q", "").strip()
     found = await call(search.query, services, ADMIN, slug, q, 20) if q else None
-    return render(request, "search.html", slug=slug, q=q, found=found)
+    paths = [h.path for h in found.hits] if found else []
+    named = await call(records.titles, services, slug, paths, found.version if found else None)
+    return render(request, "search.html", slug=slug, q=q, found=found, titles=named)

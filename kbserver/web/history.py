@@ -10,6 +10,7 @@ from starlette.responses import Response
 from kbserver.core.errors import InvalidRequest
 from kbserver.services import kbs, review, versions
 from kbserver.services.auth import ADMIN
+from kbserver.web import records
 from kbserver.web.page import KINDS, admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
@@ -67,7 +68,12 @@ async def version_page(request: Request) -> Response:
         return see_other(f"/admin/kbs/{slug}/versions/{full}")
     found = await call(versions.get, services, ADMIN, slug, version)
     head = (await call(kbs.describe, services, ADMIN, slug)).head
-    return render(request, "version.html", slug=slug, v=found, head=head, error=None)
+    paths = [d.path for d in found.diff]
+    changed = await call(records.record_diffs, services, slug, paths, found.parent, found.version)
+    named = await call(records.titles, services, slug, paths, found.version)
+    return render(
+        request, "version.html", slug=slug, v=found, head=head, error=None, records=changed, titles=named
+    )
 
 
 async def compare_form(request: Request) -> Response:

@@ -11,6 +11,7 @@ from kbserver.core.errors import Stale
 from kbserver.services import inbox, review, versions
 from kbserver.services.auth import ADMIN
 from kbserver.services.models import VersionDetail
+from kbserver.web import records
 from kbserver.web.page import admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
@@ -32,11 +33,15 @@ async def review_page(request: Request) -> Response:
         inbox.inbox, services, ADMIN, slug, q["agent"] or None, q["prefix"] or None, q["kind"] or None, SHOWN
     )
     details: dict[str, VersionDetail] = {}
+    changed: dict[str, dict[str, records.RecordDiff]] = {}
     for group in found.groups:
         for item in group.items:
-            details[item.version.version] = await call(
-                versions.get, services, ADMIN, slug, item.version.version
-            )
+            v = await call(versions.get, services, ADMIN, slug, item.version.version)
+            details[v.version] = v
+            paths = [d.path for d in v.diff]
+            changed[v.version] = await call(records.record_diffs, services, slug, paths, v.parent, v.version)
+    every = [d.path for v in details.values() for d in v.diff]
+    named = await call(records.titles, services, slug, every, found.head)
     filters = {k: v for k, v in q.items() if v}
     return render(
         request,
@@ -44,6 +49,8 @@ async def review_page(request: Request) -> Response:
         slug=slug,
         found=found,
         details=details,
+        records=changed,
+        titles=named,
         filters=filters,
         back=f"/admin/kbs/{slug}/review" + (f"?{urlencode(filters)}" if filters else ""),
         agent=q["agent"],

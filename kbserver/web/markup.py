@@ -16,7 +16,7 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-__all__ = ["DiffFile", "DiffLine", "highlight_snippet", "parse_patch", "render_markdown"]
+__all__ = ["DiffFile", "DiffLine", "highlight_snippet", "parse_patch", "render_markdown", "word_diff"]
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.I)
 _SAFE_SCHEMES = ("http", "https", "mailto")
@@ -108,9 +108,14 @@ class DiffFile:
     deleted: int = 0
 
 
-def _words(a: str, b: str) -> tuple[Markup, Markup]:
+def word_diff(a: str, b: str) -> tuple[Markup, Markup]:
+    """Two texts (a memory's, up to 20,000 characters each) with the words that differ marked."""
+    return _words(a, b, 20_000)
+
+
+def _words(a: str, b: str, longest: int = _MAX_WORD_DIFF) -> tuple[Markup, Markup]:
     """Both lines with the words that differ wrapped in <del> and <ins>."""
-    if len(a) > _MAX_WORD_DIFF or len(b) > _MAX_WORD_DIFF:
+    if len(a) > longest or len(b) > longest:
         return escape(a), escape(b)
     wa, wb = _WORD.findall(a), _WORD.findall(b)
     old, new = Markup(""), Markup("")

@@ -8,6 +8,7 @@ from starlette.responses import Response
 from kbserver.core.errors import KBError
 from kbserver.services import kbs, proposal_cards, proposals
 from kbserver.services.auth import ADMIN
+from kbserver.web import records
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
@@ -26,6 +27,8 @@ async def _page(
     pending = await call(proposal_cards.cards, services, ADMIN, slug)
     decided = await call(proposals.listing, services, ADMIN, slug, None)
     recent = [p for p in decided.proposals if p.status != "pending"][:20]
+    paths = [f.path for c in pending for f in c.proposal.files]
+    named = await call(records.titles, services, slug, paths, head)
     advice = None
     if error is not None:
         paths = [str(error.details["path"])] if isinstance(error.details.get("path"), str) else []
@@ -37,6 +40,7 @@ async def _page(
         slug=slug,
         head=head,
         pending=pending,
+        titles=named,
         recent=recent,
         error=error,
         advice=advice,

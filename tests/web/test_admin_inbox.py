@@ -36,9 +36,9 @@ def test_groups_by_agent_and_run_and_filters(admin_tab: Tab, api: Api) -> None:
     groups = page.locator("details.group")
     assert groups.count() == 2
     ann = groups.filter(has_text=f"agent:{slug}-ann")
-    assert made["run"] in ann.locator("summary").inner_text() and ann.locator("article.write").count() == 2
+    assert made["run"] in ann.locator("> summary").inner_text() and ann.locator("article.write").count() == 2
     assert groups.filter(has_text="outside a run").locator("article.write").count() == 2
-    ann.locator("summary").click()  # folds away
+    ann.locator("> summary").click()  # folds away
     assert not ann.locator("article.write").first.is_visible()
     page.get_by_label("Agent", exact=True).select_option(f"agent:{slug}-bob")
     admin_tab.button("Filter").click()

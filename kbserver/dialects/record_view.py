@@ -1,0 +1,106 @@
+"""Dialect-owned files as a person reads them: the memory's text, then its type, scope, importance,
+times, source and what it supersedes; and a one-line title for lists. Pure: text in, fields out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import yaml
+
+from kbserver.dialects.memory_records import FOLDER as MEMORIES
+from kbserver.dialects.memory_tool import FOLDER as MEMORY_TOOL
+from kbserver.dialects.typed_records import RECORD_TYPES
+
+__all__ = ["RecordView", "is_dialect_path", "title_of", "view_of"]
+
+_FOLDERS = (MEMORIES, MEMORY_TOOL + "/", "memory/", *(f"{kind}/" for kind in RECORD_TYPES))
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_TITLE = 80  # characters of a title shown in a list
+
+
+@dataclass
+class RecordView:
+    """What a memory file says, in the order a reviewer reads it (None: the file does not say)."""
+
+    text: str
+    type: str | None = None
+    scope: str | None = None  # "user bob", "agent alice", "session s1"
+    importance: str | None = None
+    created: str | None = None
+    updated: str | None = None
+    source: str | None = None
+    supersedes: list[str] = field(default_factory=list)  # ids of memories this one replaced
+    superseded_by: str | None = None
+    fields: dict[str, str] = field(default_factory=dict)  # every front-matter field as text
+
+
+def is_dialect_path(path: str) -> bool:
+    """Whether a memory tool set owns `path` (memories/, memory-tool/, memory/{agent}/, typed folders)."""
+    return path.startswith(_FOLDERS)
+
+
+def _split(text: str) -> tuple[dict[str, object], str]:
+    if text.startswith("---\n"):
+        end = text.find("\n---\n", 3)
+        if end != -1:
+            try:
+                front = yaml.load(text[4 : end + 1], Loader=_LOADER)
+            except yaml.YAMLError:
+                front = None
+            if isinstance(front, dict):
+                return {str(k): v for k, v in front.items()}, text[end + 5 :].strip("\n")
+    return {}, text
+
+
+def _text(value: object) -> str | None:
+    if value is None or value in ("", [], {}):
+        return None
+    if isinstance(value, list):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def view_of(path: str, text: str) -> RecordView | None:
+    """The record in a dialect-owned file, or None for any other file."""
+    if not is_dialect_path(path):
+        return None
+    front, body = _split(text)
+    get = front.get
+    scope = next(
+        (
+            f"{name} {get(key)}"
+            for name, key in (("user", "user_id"), ("agent", "agentId"), ("session", "sessionId"))
+            if get(key)
+        ),
+        None,
+    )
+    metadata = get("metadata") if isinstance(get("metadata"), dict) else {}
+    assert isinstance(metadata, dict)
+    source = get("source") or metadata.get("source") or get("source_refs") or get("saved_reason")
+    supersedes = get("supersedes") or metadata.get("supersedes") or []
+    return RecordView(
+        text=body,
+        type=_text(get("memory_type") or get("type") or get("category")),
+        scope=scope,
+        importance=_text(get("importance")),
+        created=_text(get("createdAt") or get("created")),
+        updated=_text(get("updatedAt") or get("updated")),
+        source=_text(source),
+        supersedes=[str(s) for s in supersedes] if isinstance(supersedes, list) else [str(supersedes)],
+        superseded_by=_text(get("superseded_by")),
+        fields={k: v for k, v in ((k, _text(val)) for k, val in front.items()) if v is not None},
+    )
+
+
+def title_of(path: str, text: str) -> str | None:
+    """A dialect-owned file's title or first line of text (at most 80 characters), else None."""
+    if not is_dialect_path(path):
+        return None
+    front, body = _split(text)
+    named = front.get("title") or front.get("name")
+    line = (
+        str(named) if named else next((ln.strip(" #\t") for ln in body.splitlines() if ln.strip(" #\t")), "")
+    )
+    if not line:
+        return None
+    return line if len(line) <= _TITLE else line[: _TITLE - 1].rstrip() + "…"
