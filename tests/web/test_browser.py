@@ -87,7 +87,7 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     page.locator("article.write", has=page.locator(f'a[href$="{wrong}"]')).get_by_role(
         "button", name="Undo", exact=True
     ).click()
-    assert page.get_by_role("heading", name=re.compile("Undo version")).is_visible()  # asks first
+    page.get_by_role("heading", name=re.compile("Undo version")).wait_for()  # asks first
     assert api.content(slug, "b.md") == "invented\n" and page.locator("tr.add").count() == 1
     admin_tab.button("Undo").click()
     page.wait_for_url(re.compile(r".*/review$"))
