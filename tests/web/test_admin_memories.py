@@ -9,7 +9,7 @@ __all__ = ["pytestmark"]
 
 MEMORY = """---
 id: 1b3079ad9e57f728
-agentId: bob
+agentId: records-bob
 memory_type: preference
 user_id: ann
 importance: {importance}
