@@ -114,19 +114,38 @@ def kb_lock(repo_path: str, wait: float | None = None) -> Iterator[None]:
 
 
 def _flock_within(fd: int, wait: float, repo_path: str) -> None:
-    """flock(2) has no timeout: try without blocking, with pauses growing to 50 ms, until `wait`."""
-    deadline = time.monotonic() + wait
-    pause = 0.001
-    while True:
+    """flock(2) has no timeout: a helper thread blocks in it (the kernel wakes it when the lock
+    frees, no polling) while the caller waits at most `wait`. The helper locks through a dup of
+    `fd` (the same open file, so the same lock); a helper whose caller gave up unlocks at once."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return
+    except BlockingIOError:
+        pass
+    helper_fd = os.dup(fd)
+    got = threading.Event()
+    guard = threading.Lock()
+    abandoned = [False]
+
+    def take() -> None:
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(helper_fd, fcntl.LOCK_EX)
+            with guard:
+                if abandoned[0]:
+                    fcntl.flock(helper_fd, fcntl.LOCK_UN)
+                else:
+                    got.set()
+        finally:
+            os.close(helper_fd)  # the caller's `fd` keeps the open file (and its lock)
+
+    threading.Thread(target=take, name="kbserver-flock", daemon=True).start()
+    if got.wait(wait):
+        return
+    with guard:
+        if got.is_set():
             return
-        except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise _busy(repo_path, wait) from None
-            time.sleep(min(pause, left))
-            pause = min(pause * 2, 0.05)
+        abandoned[0] = True
+    raise _busy(repo_path, wait)
 
 
 def recover_locks(repo_path: str) -> list[str]:
