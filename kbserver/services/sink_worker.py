@@ -95,15 +95,17 @@ class _Polite:
                     self.cond.wait()
                 if self.job is None:
                     return
-                work, future = self.job
+                # Taken before it runs: once its result is set the next job may come at once, and
+                # clearing `job` after that lost it (the sink thread then waited forever).
+                (work, future), self.job = self.job, None
             if self.lowered is not None and _nice_of(self.tid) != self.lowered:
                 os.setpriority(os.PRIO_PROCESS, self.tid, self.lowered)  # raised last time: lower again
             try:
-                future.set_result(work())
+                result = work()
             except BaseException as e:  # handed to the waiting sink thread, which raises it
                 future.set_exception(e)
-            with self.cond:
-                self.job = None
+            else:
+                future.set_result(result)
 
     def run(self, work: Callable[[], T], behind: Callable[[], float]) -> T:
         """`work()` in the helper thread; `behind()` says how long until the bound passes (<= 0: now)."""

@@ -261,3 +261,29 @@ def test_a_lag_bound_of_zero_applies_every_commit_at_the_requests_priority(tmp_p
 )
 def test_the_lag_bound_is_an_age_or_a_count_of_commits(age: float, commits: int, behind: bool) -> None:
     assert Pace(nice=10, lag_seconds=1.0, lag_commits=50).behind(age, commits) is behind
+
+
+@linux_only
+def test_the_polite_thread_runs_every_job_handed_to_it_back_to_back() -> None:
+    # A job handed in right after the one before had its result lost the new one (a sink thread
+    # then waited forever, and the index stopped following): every job of a tight loop must run.
+    from kbserver.services.sink_worker import _Polite
+
+    polite = _Polite("kbserver-sink-test-polite", 1)
+    done: list[int] = []
+
+    def drive() -> None:
+        for i in range(20_000):
+            done.append(polite.run(lambda i=i: i, lambda: float("inf")))  # type: ignore[misc]
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as can be: the lost job's window opens
+    try:
+        thread = threading.Thread(target=drive, daemon=True)
+        thread.start()
+        thread.join(timeout=60)
+    finally:
+        sys.setswitchinterval(interval)
+    polite.stop()
+    assert not thread.is_alive(), f"stuck after {len(done)} jobs"
+    assert done == list(range(20_000))
