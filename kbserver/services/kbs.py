@@ -9,6 +9,7 @@ from pathlib import Path
 
 from kbserver.changes import Tree, apply, refuse_secrets
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest
+from kbserver.core.messages import check_description
 from kbserver.core.model import (
     SLUG_PATTERN,
     Caller,
@@ -68,6 +69,7 @@ def create(services: Services, caller: Caller, slug: str, description: str = "")
     if not caller.is_admin:
         raise Forbidden("only the admin can create KBs")
     _check_slug(slug)
+    check_description(description)
     refuse_secrets(description, "description")  # it lands in README.md
     if services.repos.exists(slug):
         raise AlreadyExists(f"a KB named {slug} already exists; pick another slug", slug=slug)
