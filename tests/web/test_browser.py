@@ -301,7 +301,7 @@ def test_agent_create_shows_the_token_once(admin_tab: Tab, api: Api) -> None:
     headers = {"Authorization": f"Bearer {token}"}
     assert [kb["slug"] for kb in api.call("GET", "/kbs", headers)] == [slug]
     section = page.locator("section.agent", has=page.get_by_role("heading", name="webagent"))
-    section.get_by_role("button", name="Rotate the token of webagent").click()
+    section.get_by_role("button", name="Rotate token of webagent").click()
     fresh = page.get_by_label("Token of webagent").input_value()
     assert fresh != token and api.http.get(api.url + "/kbs", headers=headers).status_code == 401
 
