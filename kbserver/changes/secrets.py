@@ -184,6 +184,21 @@ def _url_credentials(text: str) -> Iterator[str]:
         yield text[at : m.end()]
 
 
+_PASSWORD_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z0-9_]{0,30}?(?:password|passwd)[\"']?[ \t]{0,10}(?::|=|:=)[ \t]{0,10}"
+    r"([\"'])(?P<value>[^\"'\s]{6,200})\1",
+    re.IGNORECASE,
+)
+
+
+def _password_assignment(text: str) -> Iterator[str]:
+    for m in _PASSWORD_ASSIGNMENT.finditer(text):
+        value = m["value"]
+        if value.lower() in _PLACEHOLDER_PASSWORDS or _PLACEHOLDER_SHAPES.fullmatch(value):
+            continue
+        yield m.group()
+
+
 # Formats detect-secrets 1.5 does not know. Lengths follow the providers' current keys, with room
 # for change but long enough that identifiers and prose never match.
 _OWN_RULES = (
@@ -226,6 +241,9 @@ _OWN_RULES = (
     ),
     # scheme://user:password@host, unless password or host is an obvious placeholder
     Rule("URL with Credentials", _url_credentials, ("://",)),
+    # password = "s3cr3t!", DB_PASSWORD: 's3cr3t!': a quoted value without spaces (so prose and
+    # quoted sentences pass) that is not a placeholder
+    Rule("Password Assignment", _password_assignment, ("assw", "ASSW")),
 )
 
 
@@ -263,6 +281,13 @@ _LATE_RULES = (
         "PEM Private Key",
         _regex(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----"),
         ("PRIVATE KEY",),
+    ),
+    # sk-<48>: OpenAI's older secret keys (detect-secrets knows only those holding T3BlbkFJ, and
+    # names them first); at least one digit, so no hyphenated word of 48 letters is one
+    Rule(
+        "OpenAI API Key",
+        _regex(r"(?<![A-Za-z0-9_-])sk-(?=[A-Za-z]{0,47}[0-9])[A-Za-z0-9]{48}(?![A-Za-z0-9_-])"),
+        ("sk-",),
     ),
 )
 

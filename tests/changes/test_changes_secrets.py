@@ -84,6 +84,8 @@ SAMPLES: dict[str, str] = {
     "OpenAI Token": "sk-" + _r(20) + "T3BlbkFJ" + _r(20),
     "Artifactory Credentials": "artifactory AKCp" + _r(69),
     "Square OAuth Secret": "square sq0csp-" + _r(43, B64URL),
+    "OpenAI API Key": "sk-" + _r(47) + "4",
+    "Password Assignment": 'password = "' + _r(12) + '"',
 }
 
 MORE_SECRETS = [
