@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -50,6 +51,34 @@ def make_agent(services: Services, name: str, links: dict[str, str], **kw: objec
     return {"Authorization": f"Bearer {token}"}
 
 
+def wait_healthy(
+    proc: subprocess.Popen[bytes], url: str, name: str, log: Callable[[], str], timeout: float = 60
+) -> None:
+    """Poll `url`/healthz until it answers 200; raise with `log()` if `proc` exits or `timeout` s pass."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{name} exited with {proc.returncode}: {log()}")
+        try:
+            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{name} did not become healthy within {timeout:g} s: {log()}")
+
+
+def stop_process(proc: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM and wait up to 30 s, then SIGKILL: a process that will not stop does not hang a test."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
 class LiveServer:
     """`kbserver serve` in a subprocess on a free loopback port.
 
@@ -83,18 +112,8 @@ class LiveServer:
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                out = self.log.read_text(errors="replace")
-                raise RuntimeError(f"server exited with {self.proc.returncode}: {out}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("server did not become healthy within 60 s")
+        wait_healthy(self.proc, self.url, "server", lambda: self.log.read_text(errors="replace"))
+        return self
 
     def kill(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -102,12 +121,7 @@ class LiveServer:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
 
 class DictTree:

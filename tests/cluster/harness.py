@@ -13,12 +13,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import httpx
-
-from tests.helpers import free_port
+from tests.helpers import free_port, stop_process, wait_healthy
 
 __all__ = [
     "HAPROXY_CFG",
@@ -89,18 +86,9 @@ class Node:
         return self
 
     def wait_healthy(self, timeout: float = 90) -> Node:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            assert self.proc is not None
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: {self.tail()}")
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError(f"{self.name} did not become healthy within {timeout:g} s: {self.tail()}")
+        assert self.proc is not None
+        wait_healthy(self.proc, self.url, self.name, self.tail, timeout)
+        return self
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:] if self.log.exists() else ""
@@ -112,12 +100,7 @@ class Node:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
+        stop_process(self.proc)
 
 
 class Balancer:
@@ -143,23 +126,11 @@ class Balancer:
             self.proc = subprocess.Popen(
                 [self.exe, "-db", "-f", str(HAPROXY_CFG)], env=self.env, stdout=log, stderr=subprocess.STDOUT
             )
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("haproxy exited: " + self.log.read_text(errors="replace"))
-            try:
-                if httpx.get(self.url + "/healthz", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise RuntimeError("no node answered through haproxy within 60 s")
+        wait_healthy(self.proc, self.url, "haproxy", self._log_text)
+        return self
+
+    def _log_text(self) -> str:
+        return self.log.read_text(errors="replace")
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=30)
+        stop_process(self.proc)

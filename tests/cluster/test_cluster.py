@@ -132,6 +132,24 @@ def _settle(http: httpx.Client, ledger: Ledger, path: str, content: str) -> bool
     return True
 
 
+def _write(
+    http: httpx.Client, body: dict[str, Any], auth: dict[str, str], ledger: Ledger, deadline: float
+) -> httpx.Response | None:
+    """POST a write until the answer is no transport error and no RETRY status; None at `deadline`."""
+    while time.monotonic() < deadline:
+        try:
+            r = http.post(f"/api/v1/kbs/{KB}/write", json=body, headers=auth)
+        except httpx.TransportError:
+            ledger.failed()
+            time.sleep(0.2)
+            continue
+        if r.status_code not in RETRY:
+            return r
+        ledger.failed()
+        time.sleep(0.2)
+    return None
+
+
 def _http_writer(url: str, auth: dict[str, str], name: str, ledger: Ledger, seed: int) -> None:
     rng = random.Random(seed)
     deadline = time.monotonic() + DEADLINE_SECONDS
@@ -139,27 +157,15 @@ def _http_writer(url: str, auth: dict[str, str], name: str, ledger: Ledger, seed
         for i in range(WRITES_EACH):
             path, content = f"w/{name}/{i}.md", f"{_word(rng)} from {name}\n"
             body = {"files": [{"path": path, "mode": "create", "content": content}]}
-            while time.monotonic() < deadline:
-                try:
-                    r = http.post(f"/api/v1/kbs/{KB}/write", json=body, headers=auth)
-                except httpx.TransportError:
-                    ledger.failed()
-                    time.sleep(0.2)
-                    continue
-                if r.status_code == 200:
-                    ledger.ack(path, content)
-                    break
-                if r.status_code == 409 and r.json()["error"]["code"] == "already_exists":
-                    _settle(http, ledger, path, content)
-                    break
-                if r.status_code in RETRY:
-                    ledger.failed()
-                    time.sleep(0.2)
-                    continue
-                ledger.problem(f"{name}: {r.status_code} {r.text[:300]}")
-                break
-            else:
+            r = _write(http, body, auth, ledger, deadline)
+            if r is None:
                 ledger.problem(f"{name}: {path} unanswered after {DEADLINE_SECONDS:g} s")
+            elif r.status_code == 200:
+                ledger.ack(path, content)
+            elif r.status_code == 409 and r.json()["error"]["code"] == "already_exists":
+                _settle(http, ledger, path, content)
+            else:
+                ledger.problem(f"{name}: {r.status_code} {r.text[:300]}")
 
 
 def _asker(url: str, auth: dict[str, str], name: str, ledger: Ledger, seed: int) -> None:
@@ -179,23 +185,12 @@ def _asker(url: str, auth: dict[str, str], name: str, ledger: Ledger, seed: int)
         for i in range(WRITES_EACH):
             path, content = f"p/{name}/{i}.md", f"{_word(rng)} proposed by {name}\n"
             body = {"files": [{"path": path, "mode": "create", "content": content}], "run_id": run}
-            while time.monotonic() < deadline:
-                try:
-                    r = http.post(f"/api/v1/kbs/{KB}/write", json=body, headers=auth)
-                except httpx.TransportError:
-                    ledger.failed()
-                    time.sleep(0.2)
-                    continue
-                if r.status_code == 202:
-                    with ledger.lock:
-                        ledger.proposals.append(r.json()["proposal"]["id"])
-                    break
-                if r.status_code in RETRY:
-                    ledger.failed()
-                    time.sleep(0.2)
-                    continue
+            r = _write(http, body, auth, ledger, deadline)
+            if r is not None and r.status_code == 202:
+                with ledger.lock:
+                    ledger.proposals.append(r.json()["proposal"]["id"])
+            elif r is not None:
                 ledger.problem(f"{name}: {r.status_code} {r.text[:300]}")
-                break
 
 
 def _approver(url: str, ledger: Ledger, done: threading.Event) -> None:
