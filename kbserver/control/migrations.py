@@ -11,7 +11,7 @@ import time
 
 from kbserver.core.errors import Unavailable
 
-__all__ = ["MIGRATIONS", "migrate"]
+__all__ = ["MIGRATIONS", "migrate", "refuse_newer"]
 
 MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
     (
@@ -178,9 +178,14 @@ def migrate(db: sqlite3.Connection) -> int:
             raise
         db.execute("COMMIT")
     row = db.execute("SELECT MAX(version) FROM schema_migrations").fetchone()
-    if int(row[0]) > MIGRATIONS[-1][0]:
-        raise Unavailable(
-            f"the control database has schema version {row[0]}, newer than this kbserver knows "
-            f"({MIGRATIONS[-1][0]}); upgrade kbserver on this node"
-        )
+    refuse_newer("the control database", int(row[0]), MIGRATIONS[-1][0])
     return int(row[0])
+
+
+def refuse_newer(store: str, version: int, known: int) -> None:
+    """Refuse a schema a newer kbserver wrote (both stores): this one would misread it."""
+    if version > known:
+        raise Unavailable(
+            f"{store} has schema version {version}, newer than this kbserver knows "
+            f"({known}); upgrade kbserver on this node"
+        )

@@ -12,7 +12,7 @@ import time
 import psycopg
 from psycopg.rows import DictRow
 
-from kbserver.core.errors import Unavailable
+from kbserver.control.migrations import refuse_newer
 
 __all__ = ["PG_MIGRATIONS", "applied_postgres", "migrate_postgres"]
 
@@ -154,9 +154,6 @@ def applied_postgres(db: psycopg.Connection[DictRow], where: str) -> int:
 def _done(db: psycopg.Connection[DictRow], where: str) -> set[int]:
     done = {int(r["version"]) for r in db.execute("SELECT version FROM schema_migrations")}
     known = PG_MIGRATIONS[-1][0]
-    if done and max(done) > known:
-        raise Unavailable(
-            f"the control store {where} has schema version {max(done)}, newer than this kbserver knows "
-            f"({known}); upgrade kbserver on this node"
-        )
+    if done:
+        refuse_newer(f"the control store {where}", max(done), known)
     return done

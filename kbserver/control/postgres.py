@@ -24,8 +24,10 @@ from kbserver.control.rows import (
     RunRow,
     access_row,
     hash_token,
+    idempotency_row,
     kb_row,
     proposal_row,
+    run_row,
 )
 from kbserver.core.model import Permission
 
@@ -152,14 +154,7 @@ class PostgresControlStore(PostgresBase):
         row = self._one("SELECT * FROM runs WHERE id = %s", (run_id,))
         if row is None:
             return None
-        return RunRow(
-            id=row["id"],
-            agent=row["agent"],
-            created=row["created"],
-            expires=row["expires"],
-            interactive=bool(row["interactive"]),
-            mounts=json.loads(row["mounts"]),
-        )
+        return run_row(row)
 
     # -- proposals ----------------------------------------------------------------------------------
     def add_proposal(self, p: ProposalRow) -> None:
@@ -257,15 +252,7 @@ class PostgresControlStore(PostgresBase):
                     (caller, slug, key),
                 ).fetchone()
             if row is not None:
-                return IdempotencyRow(
-                    caller=row["caller"],
-                    slug=row["slug"],
-                    key=row["key"],
-                    body_sha256=row["body_sha256"],
-                    created=row["created"],
-                    status=row["status"],
-                    result=json.loads(row["result"]) if row["result"] is not None else None,
-                )
+                return idempotency_row(row)
             # released by its write between our insert and our select: the key is free, try again
 
     def key_fence_current(self, caller: str, slug: str, key: str, fence: int) -> bool:

@@ -20,8 +20,10 @@ __all__ = [
     "RunRow",
     "access_row",
     "hash_token",
+    "idempotency_row",
     "kb_row",
     "proposal_row",
+    "run_row",
 ]
 
 # `applying`: an approval claimed the proposal and is committing it right now (or died doing so).
@@ -145,4 +147,27 @@ def proposal_row(row: Any) -> ProposalRow:
         version=row["version"],
         claimed=row["claimed"],
         fence=row["fence"],
+    )
+
+
+def run_row(row: Any) -> RunRow:
+    return RunRow(
+        id=row["id"],
+        agent=row["agent"],
+        created=row["created"],
+        expires=row["expires"],
+        interactive=bool(row["interactive"]),
+        mounts=json.loads(row["mounts"]),
+    )
+
+
+def idempotency_row(row: Any) -> IdempotencyRow:
+    return IdempotencyRow(
+        caller=row["caller"],
+        slug=row["slug"],
+        key=row["key"],
+        body_sha256=row["body_sha256"],
+        created=row["created"],
+        status=row["status"],
+        result=json.loads(row["result"]) if row["result"] is not None else None,
     )

@@ -23,8 +23,10 @@ from kbserver.control.rows import (
     RunRow,
     access_row,
     hash_token,
+    idempotency_row,
     kb_row,
     proposal_row,
+    run_row,
 )
 from kbserver.core.model import Permission
 
@@ -189,14 +191,7 @@ class SqliteControlStore:
         row = self._db().execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             return None
-        return RunRow(
-            id=row["id"],
-            agent=row["agent"],
-            created=row["created"],
-            expires=row["expires"],
-            interactive=bool(row["interactive"]),
-            mounts=json.loads(row["mounts"]),
-        )
+        return run_row(row)
 
     # -- proposals ----------------------------------------------------------------------------------
     def add_proposal(self, p: ProposalRow) -> None:
@@ -306,15 +301,7 @@ class SqliteControlStore:
                 "SELECT * FROM idempotency WHERE caller = ? AND slug = ? AND key = ?", (caller, slug, key)
             ).fetchone()
             if row is not None:
-                return IdempotencyRow(
-                    caller=row["caller"],
-                    slug=row["slug"],
-                    key=row["key"],
-                    body_sha256=row["body_sha256"],
-                    created=row["created"],
-                    status=row["status"],
-                    result=json.loads(row["result"]) if row["result"] is not None else None,
-                )
+                return idempotency_row(row)
             db.execute(
                 "INSERT INTO idempotency (caller, slug, key, body_sha256, created, fence)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
