@@ -91,6 +91,8 @@ def hidden(caller: Caller, repo: Repository, path: str, blob: str | bytes | None
 
 def check_read(caller: Caller, path: str, data: bytes | str) -> None:
     """Raises NotFound (as for a missing file) when `path` is another agent's private memory."""
+    if caller.is_admin or not path.startswith(PRIVATE_FOLDER):
+        return  # nobody's private memory: no copy of the content to encode
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if _hides(caller, owner_of(path, raw)):
         raise NotFound(f"no file {path} in this KB; list the files to see what exists", path=path)
