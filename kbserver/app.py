@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -58,9 +57,7 @@ def bootstrap(settings: Settings, services: Services) -> bool:
 
 async def healthz(request: Request) -> Response:
     """200 while the node should get requests; 503 while it starts, drains or lacks its control store."""
-    ok, why = await anyio.to_thread.run_sync(
-        health.ready, request.app.state.services, request.app.state.readiness
-    )
+    ok, why = await threads.run(health.ready, request.app.state.services, request.app.state.readiness)
     if ok:
         return JSONResponse({"status": "ok"})
     return JSONResponse(
