@@ -10,6 +10,7 @@ from kbserver.services import proposals
 from kbserver.services.context import Services
 from kbserver.services.models import DiffEntry, Proposal
 from kbserver.services.review import require_reviewer
+from kbserver.services.versions import diff
 
 __all__ = ["Card", "cards", "explain"]
 
@@ -62,17 +63,10 @@ def cards(services: Services, caller: Caller, slug: str) -> list[Card]:
         paths = [f.path for f in p.files]
         proposed: list[DiffEntry] = []
         if row is not None and row.ref_commit:
-            proposed = [
-                DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch))
-                for ch in repo.changes(p.base, row.ref_commit)
-            ]
+            proposed = diff(repo, repo.changes(p.base, row.ref_commit))
         since: list[DiffEntry] = []
         if head is not None and p.base != head:
-            since = [
-                DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch))
-                for ch in repo.changes(p.base, head)
-                if ch.path in paths
-            ]
+            since = diff(repo, [ch for ch in repo.changes(p.base, head) if ch.path in paths])
         advice, stale_paths = None, []
         if p.conflict is not None:
             named = (p.conflict.model_extra or {}).get("path")

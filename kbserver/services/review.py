@@ -25,7 +25,7 @@ from kbserver.services.models import (
 from kbserver.services.parts import Files, Repository
 from kbserver.services.privacy import check_writes
 from kbserver.services.reserved import check_owner
-from kbserver.services.versions import info
+from kbserver.services.versions import diff, info
 
 __all__ = [
     "MAX_UNREVIEWED",
@@ -170,7 +170,7 @@ def compare(services: Services, caller: Caller, slug: str, a: str, b: str) -> Ve
     return VersionCompare(
         **{"from": info(repo, old)},
         to=info(repo, new),
-        diff=[DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes],
+        diff=diff(repo, changes),
     )
 
 

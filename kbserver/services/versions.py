@@ -15,9 +15,14 @@ from kbserver.services.privacy import check_writes, hides_version
 from kbserver.services.reserved import check_owner
 from kbserver.store import Change
 
-__all__ = ["MAX_LIMIT", "expand", "get", "info", "listing", "revert"]
+__all__ = ["MAX_LIMIT", "diff", "expand", "get", "info", "listing", "revert"]
 
 MAX_LIMIT = 200
+
+
+def diff(repo: Repository, changes: list[Change]) -> list[DiffEntry]:
+    """`changes` (a tree diff) as the API shows them: each path with its unified diff."""
+    return [DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes]
 
 
 def info(repo: Repository, version: str, changes: list[Change] | None = None) -> VersionInfo:
@@ -110,8 +115,7 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> VersionD
     changes = repo.changes(repo.commit_info(resolved).parent, resolved)  # one tree diff for both
     if hides_version(caller, repo, changes):
         raise NotFound(f"no version {version} in KB {slug}", version=version)
-    diff = [DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes]
-    return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff)
+    return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff(repo, changes))
 
 
 def revert(
