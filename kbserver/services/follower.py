@@ -123,6 +123,7 @@ class Follower:
         self._want_lead = lead
         self._pace = pace or Pace()
         self._lock_fd: int | None = None
+        self._lead_lock = threading.Lock()  # the sink threads check and drop the lead concurrently
         self._term = 0  # the fencing token of this process's leadership: each new leader's is larger
         self._cond = threading.Condition()
         self._pending: set[str] = set()
@@ -171,37 +172,46 @@ class Follower:
         self._release()
 
     def _try_lead(self) -> bool:
-        if self._lock_fd is not None:
-            return True
-        fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            return False
-        self._lock_fd = fd
-        self._term = _next_term(fd)
+        with self._lead_lock:
+            if self._lock_fd is not None:
+                return True
+            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return False
+            self._lock_fd = fd
+            self._term = _next_term(fd)
         log.info("this process follows main (term %d; sinks: %s)", self._term, self._names())
         return True
 
     def _still_leading(self) -> bool:
         """Whether no other process took the lead since (its term would be larger): a flock on a
-        network file system can be lost with the connection, so the leader checks before it writes."""
-        fd = self._lock_fd
-        if fd is None:
-            return False
-        try:
-            if _read_term(fd) == self._term:
-                return True
-        except OSError:  # released meanwhile by another thread
-            return False
+        network file system can be lost with the connection, so the leader checks before it writes.
+        Under the lead lock: every sink thread checks, and two that find a larger term at once must
+        not both close the file (the second close would hit a descriptor reused elsewhere)."""
+        with self._lead_lock:
+            fd = self._lock_fd
+            if fd is None:
+                return False
+            try:
+                if _read_term(fd) == self._term:
+                    return True
+            except OSError:  # the lock file cannot be read now (a network file system): do not write
+                return False
+            self._drop_lead()
         log.error("another process took over following main (term > %d); standing by", self._term)
-        self._release()
         return False
 
     def _release(self) -> None:
+        with self._lead_lock:
+            self._drop_lead()
+
+    def _drop_lead(self) -> None:
+        """Close the lock file, which releases the flock (the lead lock held)."""
         if self._lock_fd is not None:
-            os.close(self._lock_fd)  # releases the flock
+            os.close(self._lock_fd)
             self._lock_fd = None
 
     def _names(self) -> str:
