@@ -13,6 +13,7 @@ from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
 from kbserver.core.threads import DEFAULT_THREADS
 from kbserver.services.context import Options
+from kbserver.store.writer import WAIT_SECONDS
 
 __all__ = ["ENV_PREFIX", "Settings", "admin_token"]
 
@@ -42,7 +43,9 @@ class Settings(BaseModel):
     run_ttl_seconds: float = Field(default=24 * 3600, gt=0, description="how long a run's snapshot lives")
     fsync: bool = Field(default=True, description="fsync objects and refs before acknowledging a write")
     write_wait_seconds: float = Field(
-        default=30.0, gt=0, description="how long a write waits for a busy KB before answering 503 `busy`"
+        default=WAIT_SECONDS,
+        gt=0,
+        description="how long a write waits for a busy KB before answering 503 `busy`",
     )
     index_poll_seconds: float = Field(
         default=0.01, gt=0, description="how often the follower reads the feed of other processes' commits"

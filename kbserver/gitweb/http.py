@@ -13,9 +13,9 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote
 
 import anyio
-import anyio.to_thread
 from starlette.types import Receive, Scope, Send
 
+from kbserver.core import threads
 from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound, TooLarge, Unavailable
 from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.gitweb.pktline import error_packet, parse_v2_request
@@ -141,11 +141,9 @@ class GitEdge:
                 limit = self.max_body_bytes
                 raise TooLarge(f"the request body is over {limit} bytes", limit=limit)
 
-        caller = await anyio.to_thread.run_sync(
-            authenticate, self.services, _token(headers), self.admin_token
-        )
+        caller = await threads.run(authenticate, self.services, _token(headers), self.admin_token)
         scope.setdefault("state", {})["caller"] = caller.actor  # for the access log
-        repo = await anyio.to_thread.run_sync(self._repository, caller, slug)
+        repo = await threads.run(self._repository, caller, slug)
         if self.git is None:
             raise Unavailable(_NO_GIT)
         pack = UploadPack(

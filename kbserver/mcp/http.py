@@ -9,7 +9,6 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import anyio
-import anyio.to_thread
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken, TokenVerifier
 from mcp.server.mcpserver import MCPServer
@@ -17,6 +16,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kbserver.core import threads
 from kbserver.core.errors import Unauthorized
 from kbserver.core.model import Caller
 from kbserver.mcp.binding import Binding
@@ -44,7 +44,7 @@ class KBTokenVerifier(TokenVerifier):
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
-            caller = await anyio.to_thread.run_sync(authenticate, self.services, token, self.admin_token)
+            caller = await threads.run(authenticate, self.services, token, self.admin_token)
         except Unauthorized:
             return None
         # client_id names the principal; the SDK binds each session to it, so one agent cannot use

@@ -17,11 +17,11 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-import anyio.to_thread
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
 from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 
+from kbserver.core import threads
 from kbserver.core.errors import Forbidden, KBError, NotFound
 from kbserver.core.model import Caller
 from kbserver.dialects import auto, semantic
@@ -86,7 +86,7 @@ class SessionMiddleware:
 
     async def _caller(self) -> Caller:
         try:
-            return await anyio.to_thread.run_sync(self.binding.caller)
+            return await threads.run(self.binding.caller)
         except KBError as err:
             raise _protocol_error(err) from None
 
@@ -95,7 +95,7 @@ class SessionMiddleware:
         if not isinstance(result, dict):
             return result
         try:
-            caller = await anyio.to_thread.run_sync(self.binding.caller)
+            caller = await threads.run(self.binding.caller)
         except KBError as err:  # e.g. the agent was deleted: keep the generic rules; its calls will fail
             log.warning("no caller for MCP instructions: %s: %s", err.code, err.message)
             return result
@@ -103,11 +103,11 @@ class SessionMiddleware:
         if ctx.method == "initialize" and run is None:
             conn = connection_of(ctx)
             if conn is not None:
-                run = await anyio.to_thread.run_sync(self.binding.start_run, caller)
+                run = await threads.run(self.binding.start_run, caller)
                 if run is not None:
                     conn.state[RUN_KEY] = run
                     log.info("MCP session %s of agent %s is run %s", conn.session_id, caller.name, run.id)
-        reachable = await anyio.to_thread.run_sync(kbs.visible, self.binding.services, caller)
+        reachable = await threads.run(kbs.visible, self.binding.services, caller)
         pinned = (run.id, run.mounts) if run is not None else None
         extra = []
         if not caller.is_admin and "context" not in caller.tools:
@@ -116,11 +116,11 @@ class SessionMiddleware:
                 "(read_context_file, write_context, ...) are not among your tools; use your own."
             )
         if "auto" in caller.tools:
-            memory = await anyio.to_thread.run_sync(auto.instructions, self.binding.services, caller)
+            memory = await threads.run(auto.instructions, self.binding.services, caller)
             if memory:
                 extra.append(memory)
         if "semantic" in caller.tools:
-            due = await anyio.to_thread.run_sync(semantic.instructions, self.binding.services, caller)
+            due = await threads.run(semantic.instructions, self.binding.services, caller)
             if due:
                 extra.append(due)
         result["instructions"] = instructions(caller, reachable, pinned, extra)
@@ -141,7 +141,7 @@ class SessionMiddleware:
         """A tool error for a tool outside the caller's tool sets; None when the call may go ahead."""
         name = (ctx.params or {}).get("name")
         try:
-            caller = await anyio.to_thread.run_sync(self.binding.caller)
+            caller = await threads.run(self.binding.caller)
         except KBError:
             return None  # the tool itself reports the missing or unknown caller
         if not isinstance(name, str) or name in self._allowed(caller):
@@ -165,7 +165,7 @@ class SessionMiddleware:
         cursor = (ctx.params or {}).get("cursor")
         run = self.binding.run_of(ctx)
         try:
-            page, next_cursor = await anyio.to_thread.run_sync(
+            page, next_cursor = await threads.run(
                 resource_page,
                 self.binding.services,
                 caller,

@@ -7,6 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kbserver.control import ProposalRow
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller
 from kbserver.services import proposals
@@ -37,17 +38,16 @@ class ProposalState(BaseModel):
     )
 
 
-def find(services: Services, caller: Caller, proposal_id: str) -> tuple[str, Proposal]:
-    """The KB and the proposal `proposal_id` among the KBs the caller can read (an agent: its own
-    proposals only), with its diff against the head. Raises NotFound."""
+def find(services: Services, caller: Caller, proposal_id: str) -> ProposalRow:
+    """The proposal `proposal_id` among the KBs the caller can read (an agent: its own proposals
+    only; another agent's is not_found, like one that does not exist). Raises NotFound."""
     slugs = services.repos.slugs() if caller.is_admin else sorted(caller.links)
     for slug in slugs:
-        if not services.repos.exists(slug) or services.control.proposal(slug, proposal_id) is None:
-            continue
-        try:
-            return slug, proposals.get(services, caller, slug, proposal_id)
-        except NotFound:
-            break  # another agent's: not_found, like one that does not exist
+        row = services.control.proposal(slug, proposal_id) if services.repos.exists(slug) else None
+        if row is not None:
+            if caller.is_admin or row.agent == caller.name:
+                return row
+            break
     raise NotFound(f"proposal {proposal_id} does not exist or is not yours", proposal=proposal_id)
 
 
@@ -78,7 +78,8 @@ def state(slug: str, p: Proposal) -> ProposalState:
 
 def status(services: Services, caller: Caller, proposal_id: str) -> ProposalState:
     """The state of the caller's proposal `proposal_id`. Raises NotFound."""
-    return state(*find(services, caller, proposal_id))
+    row = find(services, caller, proposal_id)
+    return state(row.slug, proposals.shown(services, row))
 
 
 def decide(
@@ -105,7 +106,7 @@ def decide(
         )
     if decision not in ("approve", "reject"):
         raise InvalidRequest("decision must be approve or reject", decision=decision)
-    slug, p = find(services, caller, proposal_id)
+    row = find(services, caller, proposal_id)  # no diff: the decision computes its own
     if decision == "approve":
-        return proposals.approve(services, ADMIN, slug, p.id)
-    return proposals.reject(services, ADMIN, slug, p.id, reason)
+        return proposals.approve(services, ADMIN, row.slug, row.id)
+    return proposals.reject(services, ADMIN, row.slug, row.id, reason)

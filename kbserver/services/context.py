@@ -13,6 +13,7 @@ from kbserver.core.pool import LeasePool
 from kbserver.services.follower import Sink
 from kbserver.services.parts import Events, Following, Repositories, TextSearch, VectorSearch
 from kbserver.services.progress import Progress
+from kbserver.store.writer import WAIT_SECONDS
 
 __all__ = ["Options", "Services"]
 
@@ -26,7 +27,7 @@ class Options:
     limits: Limits = field(default_factory=Limits)
     run_ttl_seconds: float = 24 * 3600
     fsync: bool = True
-    write_wait_seconds: float = 30.0  # a write waits this long for a busy KB, then Busy (503 `busy`)
+    write_wait_seconds: float = WAIT_SECONDS  # a write waits this long for a busy KB, then Busy (503 `busy`)
     # Follow main in this process when no other process does (False: a `kbserver worker` follows).
     follow: bool = True
     index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits

@@ -31,7 +31,7 @@ from kbserver.services.privacy import check_writes
 from kbserver.services.reserved import check_caps
 from kbserver.store import CommitPlan, Fence
 
-__all__ = ["approve", "get", "listing", "propose", "reject"]
+__all__ = ["approve", "get", "listing", "propose", "reject", "shown"]
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,12 @@ def listing(services: Services, caller: Caller, slug: str, status: str | None = 
 
 def get(services: Services, caller: Caller, slug: str, proposal_id: str) -> Proposal:
     """One proposal with its diff against the head and the reason of a rejection. Raises NotFound."""
-    return _render(services, _row(services, caller, slug, proposal_id), with_diff=True)
+    return shown(services, _row(services, caller, slug, proposal_id))
+
+
+def shown(services: Services, p: ProposalRow) -> Proposal:
+    """`p` as the API shows it, with its diff against the head while it is pending."""
+    return _render(services, p, with_diff=True)
 
 
 def _decidable(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-import anyio.to_thread
 from starlette.requests import Request
 from starlette.responses import Response
 
+from kbserver.core import threads
 from kbserver.web.page import admin_form, login_form, render, see_other
 from kbserver.web.session import LoginLimiter, log_in, log_out, matches, safe_next
 
@@ -34,7 +34,7 @@ async def login(request: Request) -> Response:
     token = form.get("token", "").strip()
     if token and not await limiter.blocked(address) and matches(token, request.app.state.admin_token):
         await limiter.succeeded(address)
-        await anyio.to_thread.run_sync(log_in, request, request.app.state.session_seconds)
+        await threads.run(log_in, request, request.app.state.session_seconds)
         return see_other(next_url)
     await limiter.failed(address)
     log.warning("failed admin login from %s", address)  # never the token
@@ -43,5 +43,5 @@ async def login(request: Request) -> Response:
 
 async def logout(request: Request) -> Response:
     await admin_form(request)
-    await anyio.to_thread.run_sync(log_out, request)
+    await threads.run(log_out, request)
     return see_other("/admin/login")

@@ -8,11 +8,12 @@ import secrets
 import time
 from urllib.parse import quote, urlsplit
 
-import anyio.to_thread
+import anyio
 from starlette.datastructures import MutableHeaders
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from kbserver.core import threads
 from kbserver.core.errors import Forbidden, KBError
 from kbserver.services import admin_sessions
 from kbserver.services.context import Services
@@ -90,7 +91,7 @@ class SessionCheck:
         if scope["type"] == "http" and isinstance(sid, str):
             try:
                 alive = admin_sessions.is_alive
-                scope[_ALIVE] = await anyio.to_thread.run_sync(alive, self.services, sid, time.time())
+                scope[_ALIVE] = await threads.run(alive, self.services, sid, time.time())
             except KBError as err:
                 scope[_ALIVE] = err
         await self.app(scope, receive, send)
@@ -209,19 +210,15 @@ class LoginLimiter:
         self.cap, self.window, self.step, self.longest = cap, window, step, longest
 
     async def blocked(self, address: str) -> bool:
-        failures = await anyio.to_thread.run_sync(
-            admin_sessions.login_failures, self.services, address, self.window
-        )
+        failures = await threads.run(admin_sessions.login_failures, self.services, address, self.window)
         return failures >= self.cap
 
     async def failed(self, address: str) -> None:
-        count = await anyio.to_thread.run_sync(
-            admin_sessions.login_failed, self.services, address, self.window
-        )
+        count = await threads.run(admin_sessions.login_failed, self.services, address, self.window)
         await anyio.sleep(min(self.longest, self.step * count))
 
     async def succeeded(self, address: str) -> None:
-        await anyio.to_thread.run_sync(admin_sessions.login_succeeded, self.services, address)
+        await threads.run(admin_sessions.login_succeeded, self.services, address)
 
 
 def matches(token: str, admin_token: str) -> bool:
