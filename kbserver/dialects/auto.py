@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from kbserver.core.errors import AmbiguousMatch, InvalidRequest, NoMatch, NotFound
 from kbserver.core.model import Append, Caller, Create, FileChange, Overwrite
-from kbserver.dialects.session import DialectCall, retry_stale
+from kbserver.dialects.results import MemoryFileResult
+from kbserver.dialects.session import DialectCall, Written, retry_stale
 from kbserver.services import Services
 from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES, auto_memory_path, too_large
 
@@ -115,24 +116,19 @@ def _agent_of(call: DialectCall) -> str:
     return call.caller.name
 
 
-def _result(slug: str, path: str, content: str, written: dict[str, object]) -> dict[str, object]:
+def _result(slug: str, path: str, content: str, written: Written) -> MemoryFileResult:
     size = len(content.encode("utf-8"))
-    return {
-        "kb": slug,
-        "path": path,
-        **written,
-        "bytes": size,
-        "bytes_left": max(0, AUTO_MEMORY_MAX_BYTES - size),
-    }
+    bytes_left = max(0, AUTO_MEMORY_MAX_BYTES - size)
+    return {"kb": slug, "path": path, **written.fields(), "bytes": size, "bytes_left": bytes_left}
 
 
-def add_memory(call: DialectCall, content: str, kb: str | None = None) -> dict[str, object]:
+def add_memory(call: DialectCall, content: str, kb: str | None = None) -> MemoryFileResult:
     """Add one entry to the caller's MEMORY.md as one version. Raises TooLarge and the write's errors."""
     agent = _agent_of(call)
     slug = call.kb(kb)
     path = auto_memory_path(agent)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> MemoryFileResult:
         current = call.read(slug, path)
         before = current.content if current else ""
         after = added(before, content)
@@ -145,14 +141,14 @@ def add_memory(call: DialectCall, content: str, kb: str | None = None) -> dict[s
             else Create(path=path, mode="create", content=after)
         )
         written = call.write(slug, [change], f"auto memory: add to {path}", "auto")
-        return _result(slug, path, after, written.fields())
+        return _result(slug, path, after, written)
 
     return retry_stale(attempt)
 
 
 def edit_memory(
     call: DialectCall, old_string: str, new_string: str, kb: str | None = None
-) -> dict[str, object]:
+) -> MemoryFileResult:
     """Replace or remove one entry of the caller's MEMORY.md as one version.
 
     Raises NotFound (no MEMORY.md yet), NoMatch, AmbiguousMatch, TooLarge and the write's errors.
@@ -161,7 +157,7 @@ def edit_memory(
     slug = call.kb(kb)
     path = auto_memory_path(agent)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> MemoryFileResult:
         current = call.read(slug, path)
         if current is None:
             raise NotFound(f"you have no {path} in KB {slug} yet; add an entry with add_memory", path=path)
@@ -170,7 +166,7 @@ def edit_memory(
         change = Overwrite(path=path, mode="overwrite", content=after, expected_sha256=current.sha256)
         verb = "remove from" if new_string == "" else "edit"
         written = call.write(slug, [change], f"auto memory: {verb} {path}", "auto")
-        return _result(slug, path, after, written.fields())
+        return _result(slug, path, after, written)
 
     return retry_stale(attempt)
 

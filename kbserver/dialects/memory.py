@@ -30,6 +30,15 @@ from kbserver.dialects.memory_records import (
     render_memory,
     visible,
 )
+from kbserver.dialects.results import (
+    AddResult,
+    DeleteResult,
+    MemoryItem,
+    MemorySearchResult,
+    Similar,
+    TaskResult,
+    UpdateResult,
+)
 from kbserver.dialects.session import DialectCall, Written, retry_stale
 from kbserver.dialects.typed_records import terms
 from kbserver.services import search as search_service
@@ -133,21 +142,15 @@ def _find(call: DialectCall, slug: str, memory_id: object) -> tuple[Memory, str]
     return memory, snapshot.sha256s[path]
 
 
-def _write(
-    call: DialectCall, slug: str, change: FileChange, text: str | None, message: str
-) -> tuple[Written, dict[str, object]]:
-    """One version of one memory file; the catalogue moves along (no diff), and the result's
-    `taskId` (plus `proposal` for a read_write_ask agent)."""
+def _write(call: DialectCall, slug: str, change: FileChange, text: str | None, message: str) -> Written:
+    """One version of one memory file; the catalogue moves along (no diff)."""
     written = call.write(slug, [change], message, _TOOL_SET)
     _CATALOG.note(call, slug, written, {change.path: text})
-    out: dict[str, object] = {"taskId": written.version}
-    if written.proposal is not None:
-        out["proposal"] = written.proposal
-    return written, out
+    return written
 
 
-def _result(memory: Memory, score: float | None = None) -> dict[str, object]:
-    out: dict[str, object] = {
+def _result(memory: Memory, score: float | None = None) -> MemoryItem:
+    out: MemoryItem = {
         "id": memory.id,
         "content": memory.content,
         "category": memory.category,
@@ -179,7 +182,7 @@ def memory_add(
     sessionId: str | None = None,
     metadata: dict[str, Any] | None = None,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> AddResult:
     """Store one memory as one version; `similar` lists existing memories that say much the same."""
     text = _content(content)
     scope = _scope(call, agentId)
@@ -198,16 +201,18 @@ def memory_add(
     )
     agent = _agent(call)
     found = _CATALOG.similar(call, slug, terms(text), SIMILAR_THRESHOLD, lambda m: visible(m, agent))
-    similar = [{"id": m.id, "content": m.content, "score": round(s, 4)} for s, m in found[:_SIMILAR_LIMIT]]
+    similar: list[Similar] = [
+        {"id": m.id, "content": m.content, "score": round(s, 4)} for s, m in found[:_SIMILAR_LIMIT]
+    ]
     rendered = render_memory(memory)
-    _, out = _write(
+    written = _write(
         call,
         slug,
         Create(path=memory.path, mode="create", content=rendered),
         rendered,
         f"memory: add {memory.id}: {_first_line(text)}",
     )
-    return {"id": memory.id, **out, "similar": similar}
+    return {"id": memory.id, **written.task(), "similar": similar}
 
 
 def memory_update(
@@ -220,7 +225,7 @@ def memory_update(
     agentId: str | None = None,
     metadata: dict[str, Any] | None = None,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> UpdateResult:
     """Change a memory in place (same id). A new content pushes the old one onto metadata.history."""
     text = _content(content)
     slug = call.kb(kb)
@@ -228,7 +233,7 @@ def memory_update(
     new_meta = None if metadata is None else _metadata(metadata)
     scope = None if agentId is None else _scope(call, agentId)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> UpdateResult:
         old, sha256 = _find(call, slug, id)
         now = now_iso()
         meta = dict(old.metadata if new_meta is None else new_meta)
@@ -248,32 +253,32 @@ def memory_update(
             }
         )
         rendered = render_memory(updated)
-        _, out = _write(
+        written = _write(
             call,
             slug,
             Overwrite(path=old.path, mode="overwrite", content=rendered, expected_sha256=sha256),
             rendered,
             f"memory: update {old.id}: {_first_line(text)}",
         )
-        return {"id": old.id, **out}
+        return {"id": old.id, **written.task()}
 
     return retry_stale(attempt)
 
 
-def memory_delete(call: DialectCall, id: str, *, kb: str | None = None) -> dict[str, object]:
+def memory_delete(call: DialectCall, id: str, *, kb: str | None = None) -> DeleteResult:
     """Delete a memory as one version (the old record stays in the history: a revert brings it back)."""
     slug = call.kb(kb)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> DeleteResult:
         old, sha256 = _find(call, slug, id)
-        written, out = _write(
+        written = _write(
             call,
             slug,
             Delete(path=old.path, mode="delete", expected_sha256=sha256),
             None,
             f"memory: delete {old.id}: {_first_line(old.content)}",
         )
-        return {"id": old.id, "deleted": written.proposal is None, **out}
+        return {"id": old.id, "deleted": written.proposal is None, **written.task()}
 
     return retry_stale(attempt)
 
@@ -295,7 +300,7 @@ def memory_search(
     endTime: str | None = None,
     mode: str = "hybrid",
     kb: str | None = None,
-) -> dict[str, object]:
+) -> MemorySearchResult:
     """Memories the caller may see that pass every filter, ranked for `search` (newest first when
     `search` is empty), with `total` and, while some are not embedded yet, `unembedded`."""
     if mode not in MODES:
@@ -335,7 +340,7 @@ def memory_search(
         (agent, agentId, category, sessionId, start, end),
         lambda: _passing(snapshot, None if unfiltered and not _any_superseded(snapshot) else passes),
     )
-    out: dict[str, object] = {}
+    unembedded: int | None = None
     if not search.strip():
         ranked = [Ranked(p, 0.0) for p in sorted(memories, key=lambda p: memories[p].createdAt, reverse=True)]
         total = len(ranked)
@@ -371,7 +376,7 @@ def memory_search(
             if semantic.enabled(call.services):
                 embedded = ranking.ranked  # the memories with a vector
                 if len(memories) > embedded:  # ranked by their words only until the follower embeds them
-                    out["unembedded"] = len(memories) - embedded
+                    unembedded = len(memories) - embedded
                 # Every memory with a vector is ranked by meaning, the others only by their words.
                 words_only = {r.key for r in keyword if r.key not in ranking.covered}
                 total = embedded + (len(words_only) if mode == "hybrid" else 0)
@@ -395,11 +400,13 @@ def memory_search(
             ranked = keyword
     page = ranked[offset : offset + limit]
     scored = mode != "keyword" or bool(search.strip())
-    return {
+    out: MemorySearchResult = {
         "memories": [_result(memories[r.key], r.score if search.strip() and scored else None) for r in page],
         "total": total,
-        **out,
     }
+    if unembedded is not None:
+        out["unembedded"] = unembedded
+    return out
 
 
 def _any_superseded(snapshot: Snapshot[Memory]) -> bool:
@@ -428,7 +435,7 @@ async def memory_task_wait(
     timeout: float = 60,
     *,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> TaskResult:
     """`done` once every sink (the keyword index and the vectors) covers version `taskId`, else
     `pending` after `timeout` seconds (at most MAX_WAIT_SECONDS). Holds no thread while it waits.
     Raises NotFound, InvalidRequest."""

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from kbserver.core.errors import AlreadyExists, AmbiguousMatch, InvalidRequest, NoMatch, NotFound
 from kbserver.core.model import Create, Delete, Edit, FileChange, Overwrite
 from kbserver.core.paths import check_path
+from kbserver.dialects.results import MemoryToolResult, Proposal
 from kbserver.dialects.session import Current, DialectCall, retry_stale
 
 __all__ = [
@@ -47,7 +48,16 @@ class Outcome:
     text: str
     kb: str
     version: str | None = None
-    proposal: dict[str, object] | None = None
+    proposal: Proposal | None = None
+
+    def result(self, command: str) -> MemoryToolResult:
+        """`{kb, result}`, plus `version` (and `proposal`) for a command that changes files."""
+        out: MemoryToolResult = {"kb": self.kb, "result": self.text}
+        if command != "view":
+            out["version"] = self.version
+        if self.proposal is not None:
+            out["proposal"] = self.proposal
+        return out
 
 
 # -- pure mapping ---------------------------------------------------------------------------------

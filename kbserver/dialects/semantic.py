@@ -34,6 +34,14 @@ from kbserver.dialects.memory_records import (
     similarity,
     visible,
 )
+from kbserver.dialects.results import (
+    DueItem,
+    DueResult,
+    ImportanceResult,
+    RankedItem,
+    RankedResult,
+    StoreResult,
+)
 from kbserver.dialects.semantic_rules import (
     MIN_SIMILARITY,
     REINFORCE_KEEP,
@@ -156,7 +164,7 @@ def store_memory(
     remind_at: str | None = None,
     recurrence: str | None = None,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> StoreResult:
     """Store one memory as one version. Live memories of the same agent, user_id and memory_type that
     it supersedes (at least SUPERSEDE_SIMILARITY similar, or updated: kbserver.dialects.supersede)
     are marked `superseded_by` it in the same version. Raises InvalidRequest and every error of the
@@ -186,7 +194,7 @@ def store_memory(
     )
     max_old = max(0, call.services.limits(slug).max_files - 1)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> StoreResult:
         live = [
             m
             for m in _records(call, slug)
@@ -222,7 +230,7 @@ def store_memory(
         if superseded:
             message += f"; supersedes {', '.join(superseded)}"
         written = call.write(slug, changes, message, _TOOL_SET)
-        out: dict[str, object] = {"id": memory.id, "taskId": written.version, "superseded": superseded}
+        out: StoreResult = {"id": memory.id, "taskId": written.version, "superseded": superseded}
         if written.proposal is not None:
             out["proposal"] = written.proposal
         return out
@@ -237,23 +245,21 @@ def update_memory_importance(
     *,
     user_id: str | None = None,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> ImportanceResult:
     """Set a memory's importance in its front matter, as one version; its reinforced importance starts
     again from it. Raises NotFound, InvalidRequest and every error of the write path."""
     weight = check_importance(importance)
     user = None if user_id is None else check_user_id(user_id)
     slug = call.kb(kb)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> ImportanceResult:
         old = _find(call, slug, id, user)
         current = call.read(slug, old.path)
         record = parse_memory(current.content) if current is not None else None
         if current is None or record is None:
             raise NotFound(f"no memory {id!r} in KB {slug}", id=id)
-        out: dict[str, object] = {"id": old.id, "importance": weight}
-        if record.importance == weight:
-            out["taskId"] = None  # nothing to change in the file: no version
-        else:
+        out: ImportanceResult = {"id": old.id, "importance": weight, "taskId": None}
+        if record.importance != weight:  # else nothing to change in the file: no version (taskId null)
             updated = record.model_copy(update={"importance": weight, "updatedAt": now_iso()})
             written = call.write(
                 slug,
@@ -312,7 +318,7 @@ def _rank(
     sims: Sequence[float],
     limit: int,
     include_superseded: bool,
-) -> list[dict[str, object]]:
+) -> list[RankedItem]:
     """The best `limit` by score; each retrieval is counted (and reinforces) in the control plane."""
     rows = memory_access.stats(call.services, call.caller, slug, [m.id for m in memories])
     now = _now()
@@ -333,7 +339,7 @@ def _rank(
     out = []
     for value, m in scored:
         row = counted.get(m.id)
-        item: dict[str, object] = {
+        item: RankedItem = {
             "id": m.id,
             "content": m.content,
             "memory_type": m.memory_type,
@@ -362,7 +368,7 @@ def search_memories_by_semantics(
     limit: int = 5,
     include_superseded: bool = False,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> RankedResult:
     """The user's memories at least MIN_SIMILARITY similar to `query`, best score first. Superseded
     memories only with `include_superseded`. Counts each retrieval; makes no version.
     Raises InvalidRequest, NotFound, Unavailable."""
@@ -376,7 +382,7 @@ def search_memories_by_semantics(
     memories = _candidates(call, slug, user, include_superseded)
     sims, fallen_back = _similarities(call, slug, text, memories, as_query=True)
     kept = [(s, m) for s, m in zip(sims, memories, strict=True) if s >= MIN_SIMILARITY]
-    out: dict[str, object] = {
+    out: RankedResult = {
         "memories": _rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded)
     }
     if fallen_back:
@@ -392,7 +398,7 @@ def recall_related(
     limit: int = 5,
     include_superseded: bool = False,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> RankedResult:
     """The best hit for `query` and the memories related to it: those similar to the query (as in a
     search), and those at least RELATED_SIMILARITY similar to the best hit itself even when the query
     is not (its neighbours; their similarity is theirs to the best hit times the best hit's to the
@@ -418,7 +424,7 @@ def recall_related(
         if s >= MIN_SIMILARITY or neighbour >= RELATED_SIMILARITY or m is seed:
             # A neighbour is as relevant as the best hit is, times how close it is to it.
             kept.append((max(s, neighbour * top), m))
-    out: dict[str, object] = {
+    out: RankedResult = {
         "memories": _rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded)
     }
     if fallen_back:
@@ -440,8 +446,8 @@ def _due(
     return sorted(found, key=lambda dm: (dm[0], dm[1].id))
 
 
-def _due_item(due: datetime.datetime, m: Memory, now: datetime.datetime) -> dict[str, object]:
-    item: dict[str, object] = {
+def _due_item(due: datetime.datetime, m: Memory, now: datetime.datetime) -> DueItem:
+    item: DueItem = {
         "id": m.id,
         "content": m.content,
         "due": _iso(due),
@@ -460,7 +466,7 @@ def list_due_memories(
     user_id: str | None = None,
     before: str | None = None,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> DueResult:
     """Reminders due by `before` (default: an hour from now), soonest first: a one-off's remind_at (also
     when past), a recurring one's next occurrence from now. Without `user_id`, every user's of the
     caller. Superseded memories are not due. Raises InvalidRequest, NotFound."""

@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from kbserver.core.errors import AlreadyExists, NotFound, Stale
 from kbserver.core.model import FileChange, WriteResult
+from kbserver.dialects.results import Proposal, TaskFields, VersionFields
 from kbserver.services import files
 from kbserver.services.session import AgentSession
 
@@ -40,15 +41,21 @@ class Written:
     """The outcome of a dialect write: a new version, or a pending proposal (read_write_ask)."""
 
     version: str | None
-    proposal: dict[str, object] | None = None
+    proposal: Proposal | None = None
     parent: str | None = None  # the version it was made on (None for a proposal or a first version)
     files: dict[str, str | None] | None = None  # path -> sha256 of each file written (None: deleted)
 
-    def fields(self) -> dict[str, object]:
+    def fields(self) -> VersionFields:
         """`{version}` or `{version: null, proposal}` for a tool result."""
         if self.proposal is not None:
             return {"version": None, "proposal": self.proposal}
         return {"version": self.version}
+
+    def task(self) -> TaskFields:
+        """`{taskId}` (the version) or `{taskId: null, proposal}` for a tool result."""
+        if self.proposal is not None:
+            return {"taskId": None, "proposal": self.proposal}
+        return {"taskId": self.version}
 
 
 @dataclass(frozen=True)
@@ -96,7 +103,7 @@ class DialectCall(AgentSession):
         if isinstance(result, WriteResult):
             written = {f.path: (None if f.mode == "delete" else f.sha256) for f in result.files}
             return Written(result.version, parent=result.parent, files=written)
-        return Written(None, result.proposal.model_dump(mode="json"))
+        return Written(None, {"id": result.proposal.id, "status": result.proposal.status})
 
 
 def retry_stale(attempt: Callable[[], T]) -> T:

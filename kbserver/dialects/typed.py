@@ -18,10 +18,20 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import cast
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, utc_iso
 from kbserver.core.paths import check_path
+from kbserver.dialects.results import (
+    ArchiveResult,
+    DayResult,
+    IndexEntry,
+    QueryResult,
+    RecallResult,
+    RecordResult,
+    SaveResult,
+)
 from kbserver.dialects.session import Current, DialectCall, retry_stale
 from kbserver.dialects.typed_records import (
     COMPILED,
@@ -202,7 +212,7 @@ def save_memory(
     saved_reason: str | None = None,
     source_refs: Sequence[dict[str, str]] | None = None,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> SaveResult:
     """Create or update (same id) a record and recompile what it feeds, in one version."""
     kind = _type(type)
     given = {
@@ -234,7 +244,7 @@ def save_memory(
     refs = _source_refs(source_refs)
     slug = call.kb(kb)
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> SaveResult:
         now = utc_iso(time.time())
         old: tuple[Record, Current] | None = None
         if kind == "saved":
@@ -279,23 +289,20 @@ def save_memory(
         feeds = {kind} if kind != "saved" or record.saved_kind == "arrangement" else set()
         changes = [change, *_compiled(call, slug, feeds, record, None)]
         written = call.write(slug, changes, f"typed memory: {status} {kind} {record_id}", "typed")
-        out: dict[str, object] = {"type": kind, "id": record_id, "status": status, "taskId": written.version}
-        if written.proposal is not None:
-            out["proposal"] = written.proposal
-        return out
+        return {"type": kind, "id": record_id, "status": status, **written.task()}
 
     return retry_stale(attempt)
 
 
 def forget_memory(
     call: DialectCall, type: str, id: str, reason: str | None = None, *, kb: str | None = None
-) -> dict[str, object]:
+) -> SaveResult:
     """Delete a record and recompile what it fed, in one version whose message carries the reason."""
     kind = _type(type)
     slug = call.kb(kb)
     why = one_line(reason) if reason else ""
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> SaveResult:
         found = _read_record(call, slug, kind, id) if isinstance(id, str) else None
         if found is None:
             raise NotFound(f"no {kind} memory with id {id}; query_index lists the ids", type=kind, id=id)
@@ -307,16 +314,14 @@ def forget_memory(
         changes += _compiled(call, slug, feeds, None, (kind, id))
         message = f"typed memory: forget {kind} {id}" + (f" (reason: {why})" if why else "")
         written = call.write(slug, changes, message, "typed")
-        out: dict[str, object] = {"type": kind, "id": id, "status": "forgotten", "taskId": written.version}
-        if written.proposal is not None:
-            out["proposal"] = written.proposal
-        return out
+        return {"type": kind, "id": id, "status": "forgotten", **written.task()}
 
     return retry_stale(attempt)
 
 
-def _fields(record: Record) -> dict[str, object]:
-    return record.model_dump(exclude_none=True)
+def _fields(record: Record) -> RecordResult:
+    # The record's fields are RecordResult's (tests/dialects/test_dialect_results.py checks it).
+    return cast(RecordResult, record.model_dump(exclude_none=True))
 
 
 def query_index(
@@ -326,7 +331,7 @@ def query_index(
     limit: int = 20,
     *,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> QueryResult:
     """Entries `{type, id, label, summary}` whose words match `query`, best first."""
     kinds = [_type(t) for t in types] if types else list(RECORD_TYPES)
     if not 1 <= limit <= MAX_LIMIT:
@@ -342,14 +347,14 @@ def query_index(
         if value > 0:
             scored.append((value, r))
     scored.sort(key=lambda item: (-item[0], item[1].type, item[1].id))
-    entries = [
+    entries: list[IndexEntry] = [
         {"type": r.type, "id": r.id, "label": r.label, "summary": one_line(r.summary)}
         for _, r in scored[:limit]
     ]
     return {"entries": entries}
 
 
-def get_memory(call: DialectCall, type: str, id: str, *, kb: str | None = None) -> dict[str, object]:
+def get_memory(call: DialectCall, type: str, id: str, *, kb: str | None = None) -> RecordResult:
     """The whole record; for type `source`, the archived day (id = its date) or the KB file (its path)."""
     kind = _type(type, (*RECORD_TYPES, "source"))
     slug = call.kb_to_read(kb)
@@ -363,7 +368,7 @@ def get_memory(call: DialectCall, type: str, id: str, *, kb: str | None = None) 
     return _fields(found[0])
 
 
-def _source(call: DialectCall, slug: str, id: str) -> dict[str, object]:
+def _source(call: DialectCall, slug: str, id: str) -> RecordResult:
     try:
         date = check_date(id, "id")
     except InvalidRequest:
@@ -372,7 +377,16 @@ def _source(call: DialectCall, slug: str, id: str) -> dict[str, object]:
         day = _day(call, slug, date)
         if day is None:
             raise NotFound(f"no archived day {date}; archive_day writes one", type="source", id=id)
-        return {"type": "source", "id": id, "kind": "conversation", **day[0].model_dump()}
+        d = day[0]
+        return {
+            "type": "source",
+            "id": id,
+            "kind": "conversation",
+            "date": d.date,
+            "summary": d.summary,
+            "diary": d.diary,
+            "facts": list(d.facts),
+        }
     try:
         current = call.read(slug, check_path(id))
     except InvalidRequest:
@@ -412,7 +426,7 @@ def archive_day(
     facts: Sequence[str] | None = None,
     *,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> ArchiveResult:
     """Write (or merge into) `archive/{date}.json`, as one version."""
     day = check_date(date)
     if not any(v and v.strip() for v in (summary, diary, *(facts or []))):
@@ -420,7 +434,7 @@ def archive_day(
     slug = call.kb(kb)
     path = f"{ARCHIVE}/{day}.json"
 
-    def attempt() -> dict[str, object]:
+    def attempt() -> ArchiveResult:
         old = _day(call, slug, day)
         merged = merge_day(old[0] if old else None, day, summary, diary, facts)
         content = render_day(merged)
@@ -431,10 +445,7 @@ def archive_day(
         )
         status = "merged" if old else "created"
         written = call.write(slug, [change], f"typed memory: archive {day} ({status})", "typed")
-        out: dict[str, object] = {"date": day, "status": status, "taskId": written.version}
-        if written.proposal is not None:
-            out["proposal"] = written.proposal
-        return out
+        return {"date": day, "status": status, **written.task()}
 
     return retry_stale(attempt)
 
@@ -447,7 +458,7 @@ def recall_raw(
     limit: int = 10,
     *,
     kb: str | None = None,
-) -> dict[str, object]:
+) -> RecallResult:
     """Archived days matching `query` and/or within [startDate, endDate]: best match (or newest) first."""
     words = query_words(query) if query else []
     if query is not None and query.strip() and not words:
@@ -484,7 +495,11 @@ def recall_raw(
         if value > 0:
             found.append((value, day))
     found.sort(key=lambda item: (-item[0], _neg(item[1].date)))
-    return {"days": [day.model_dump() for _, day in found[:limit]]}
+    return {"days": [_day_result(day) for _, day in found[:limit]]}
+
+
+def _day_result(day: Day) -> DayResult:
+    return {"date": day.date, "summary": day.summary, "diary": day.diary, "facts": list(day.facts)}
 
 
 def _neg(date: str) -> tuple[int, ...]:

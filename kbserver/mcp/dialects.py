@@ -175,12 +175,10 @@ def memory_tool_tools(binding: "Binding") -> list[Tool]:
             new_path=new_path,
             kb=kb,
         )
-        data: dict[str, Any] = {"kb": outcome.kb, "result": outcome.text}
-        if command != "view":
-            data["version"] = outcome.version
-        if outcome.proposal is not None:
-            data["proposal"] = outcome.proposal
-        return CallToolResult(content=[TextContent(type="text", text=outcome.text)], structured_content=data)
+        data = outcome.result(command)
+        return CallToolResult(
+            content=[TextContent(type="text", text=outcome.text)], structured_content=dict(data)
+        )
 
     return [_tool(memory, "Memory directory (/memories)", _WRITES)]
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
@@ -28,10 +29,9 @@ def error_result(err: KBError) -> CallToolResult:
     )
 
 
-def ok_result(data: BaseModel | dict[str, Any]) -> CallToolResult:
+def ok_result(result: BaseModel | Mapping[str, Any]) -> CallToolResult:
     """A structured result; the text block carries the same JSON for clients that only read text."""
-    if isinstance(data, BaseModel):
-        data = data.model_dump(mode="json")
+    data = result.model_dump(mode="json") if isinstance(result, BaseModel) else dict(result)
     return CallToolResult(
         content=[TextContent(type="text", text=json.dumps(data, ensure_ascii=False))], structured_content=data
     )
