@@ -94,6 +94,7 @@ class IdempotencyRow:
     created: float
     status: int | None
     result: dict[str, Any] | None
+    fence: int = 0  # the fencing token of the reservation holding the key
 
 
 @dataclass(frozen=True)
@@ -170,4 +171,5 @@ def idempotency_row(row: Any) -> IdempotencyRow:
         created=row["created"],
         status=row["status"],
         result=json.loads(row["result"]) if row["result"] is not None else None,
+        fence=int(row["fence"]),
     )

@@ -4,6 +4,12 @@ Keys are scoped by caller and KB and kept 24 hours in the control store. A key i
 the write runs, so two concurrent repeats never both write; a write that fails changes nothing,
 so it frees its key and may be retried under it. A reservation is a lease with a fencing token:
 taken over from a write that seems dead, the old write can no longer commit.
+
+A write that committed and then died before its result was recorded is found again: its commit (or
+its proposal's) carries `Kb-Idempotency`, a hash of caller, key and body. A repeat that meets a
+reservation without a result looks for it (on main since the reservation, and among the caller's
+proposals since then) and answers the version found; it takes a dead reservation over only under
+the KB's writer lock, after looking once more, so no write lands twice.
 """
 
 from __future__ import annotations
@@ -11,14 +17,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Sequence
 
+from kbserver.changes import sha256_hex
+from kbserver.control import IdempotencyRow
 from kbserver.core.errors import Busy, InvalidRequest
-from kbserver.core.model import Caller, WriteRequest, WriteResult
+from kbserver.core.model import Caller, FileResult, WriteRequest, WriteResult
 from kbserver.services.context import Services
-from kbserver.services.models import ProposalAccepted, WriteOutcome
+from kbserver.services.models import ProposalAccepted, ProposalPending, WriteOutcome
 from kbserver.store import Fence
 
 __all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "header_key", "once"]
@@ -29,6 +38,12 @@ _KEY = re.compile(KEY_PATTERN)
 _WAIT_SECONDS = 70.0  # a write holding the key ends within the writer's own bound (~60 s)
 # A reservation without a result this old belongs to a process that died mid-write: taken over.
 ABANDON_SECONDS = 600.0
+# A repeat that meets a reservation without a result looks for its commit at most this often.
+_LOOK_SECONDS = 1.0
+# How far the clocks of two nodes may differ: the look back on main reaches this far before the
+# reservation (a commit's time comes from the clock of the node that committed it).
+CLOCK_SKEW_SECONDS = 60.0
+MARK_TRAILER = "Kb-Idempotency"
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +65,66 @@ def _body_sha256(req: WriteRequest) -> str:
     write = req.model_dump(mode="json", exclude={"run_id"})
     canonical = json.dumps(write, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _mark(caller: Caller, key: str, body: str) -> str:
+    """What the commit of a keyed write records: names caller, key and body, reveals none of them."""
+    return hashlib.sha256(f"{caller.actor}\n{key}\n{body}".encode()).hexdigest()[:32]
+
+
+def _committed(
+    services: Services, caller: Caller, slug: str, mark: str, req: WriteRequest, since: float
+) -> WriteOutcome | None:
+    """The outcome of the write marked `mark` if it landed after `since`: its version on main (the
+    answer rebuilt from the commit and the request) or its pending proposal; None when it did not."""
+    repo = services.repos.repo(slug)
+    head = repo.head()
+    oldest = since - CLOCK_SKEW_SECONDS
+    if head is not None:
+        for version in repo.first_parents(head):
+            info = repo.commit_info(version)
+            if info.seconds < oldest:
+                break
+            if info.trailers.get(MARK_TRAILER) == mark:
+                view = repo.view(version)
+                files = []
+                for f in req.files:
+                    data = None if f.mode == "delete" else view.read(f.path)
+                    files.append(
+                        FileResult(
+                            path=f.path, mode=f.mode, sha256=sha256_hex(data) if data is not None else None
+                        )
+                    )
+                return WriteResult(version=version, parent=info.parent, files=files)
+    for p in services.control.proposals(slug, None):
+        if p.created < oldest:
+            break  # newest first
+        if p.agent == caller.name and repo.commit_info(p.ref_commit).trailers.get(MARK_TRAILER) == mark:
+            return ProposalAccepted(proposal=ProposalPending(id=p.id, status="pending"))
+    return None
+
+
+def _recovered(
+    services: Services,
+    caller: Caller,
+    slug: str,
+    key: str,
+    mark: str,
+    req: WriteRequest,
+    held: IdempotencyRow,
+) -> WriteOutcome | None:
+    """The outcome of the write holding `held` when it landed (and is now recorded under the key)."""
+    found = _committed(services, caller, slug, mark, req, held.created)
+    if found is None:
+        return None
+    status = 200 if isinstance(found, WriteResult) else 202
+    if services.control.finish_key(
+        caller.actor, slug, key, status, found.model_dump(mode="json"), held.fence
+    ):
+        log.warning(
+            "KB %s: Idempotency-Key %r: found its version on main before its write recorded it", slug, key
+        )
+    return found
 
 
 def once(
@@ -74,10 +149,13 @@ def once(
             field="Idempotency-Key",
         )
     body = _body_sha256(req)
+    mark = _mark(caller, key, body)
     deadline = time.monotonic() + _WAIT_SECONDS
+    looked = -math.inf
     while True:
+        # Never taken over here: only under the writer lock below, after a last look at main.
         held = services.control.reserve_key(
-            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, ABANDON_SECONDS
+            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, math.inf
         )
         if isinstance(held, int):
             token = held
@@ -92,6 +170,18 @@ def once(
             if held.status == 200:
                 return WriteResult.model_validate(held.result)
             return ProposalAccepted.model_validate(held.result)
+        if time.monotonic() - looked >= _LOOK_SECONDS:
+            looked = time.monotonic()
+            found = _recovered(services, caller, slug, key, mark, req, held)
+            if found is not None:
+                return found
+            if time.time() - held.created >= ABANDON_SECONDS:
+                taken = _take_over(services, caller, slug, key, body, mark, req)
+                if isinstance(taken, int):
+                    token = taken
+                    break
+                if taken is not None:
+                    return taken
         if time.monotonic() > deadline:
             raise Busy("the first write with this Idempotency-Key is still running; retry in a moment")
         time.sleep(0.05)
@@ -105,14 +195,43 @@ def once(
             )
 
     try:
-        result = write(Fence(token, check))
+        result = write(Fence(token, check, {MARK_TRAILER: mark}))
     except BaseException:
         services.control.release_key(caller.actor, slug, key, token)
         raise
     status, data = 200 if isinstance(result, WriteResult) else 202, result.model_dump(mode="json")
     try:
         if not services.control.finish_key(caller.actor, slug, key, status, data, token):
-            log.warning("KB %s: Idempotency-Key %r was taken over after its write committed", slug, key)
+            log.info(
+                "KB %s: Idempotency-Key %r was recorded by a repeat or taken over after its commit", slug, key
+            )
     except Exception:  # the write is committed: its caller hears of it, whatever the key's fate
         log.exception("KB %s: could not record the result of Idempotency-Key %r", slug, key)
     return result
+
+
+def _take_over(
+    services: Services, caller: Caller, slug: str, key: str, body: str, mark: str, req: WriteRequest
+) -> int | WriteOutcome | None:
+    """Take over the key from a write that seems dead: a new token, or the dead write's outcome when
+    it landed after all; None when another repeat holds the key now.
+
+    Under the KB's writer lock, so the dead write (if it lives on) cannot move main between the last
+    look and the takeover; after the takeover its fencing token is stale and it never commits.
+    """
+    _, writer = services.repos.get(slug)
+    with writer.locked():
+        held = services.control.reserve_key(
+            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, math.inf
+        )
+        if isinstance(held, int):
+            return held  # released meanwhile: a fresh reservation
+        if held.result is not None or held.body_sha256 != body:
+            return None  # the loop answers it
+        found = _recovered(services, caller, slug, key, mark, req, held)
+        if found is not None:
+            return found
+        taken = services.control.reserve_key(
+            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, ABANDON_SECONDS
+        )
+    return taken if isinstance(taken, int) else None

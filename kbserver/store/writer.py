@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
@@ -46,11 +46,13 @@ class Fence:
 
     `check` raises (a KBError) once the lease is no longer current: the writer calls it while it
     holds the KB's writer lock, before each attempt to move main, so a write whose lease was taken
-    over never commits, however long it waited. The commit records `token` as `Kb-Fence`.
+    over never commits, however long it waited. The commit records `token` as `Kb-Fence`, and
+    `trailers` besides (what names the lease, so a takeover can find the commit on main).
     """
 
     token: int
     check: Callable[[], None]
+    trailers: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -438,7 +440,8 @@ def _add_loose(store: object, obj: ShaFile) -> None:
 
 def _message(plan: CommitPlan) -> str:
     text = plan.message.strip() or "write"
-    trailers = {**plan.trailers, **({"Kb-Fence": str(plan.fence.token)} if plan.fence else {})}
+    fenced = {**plan.fence.trailers, "Kb-Fence": str(plan.fence.token)} if plan.fence else {}
+    trailers = {**plan.trailers, **fenced}
     if trailers:
         text += "\n\n" + "\n".join(f"{k}: {v}" for k, v in trailers.items())
     return text + "\n"

@@ -7,7 +7,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -57,10 +58,9 @@ def _trailer(services: Services, key: str) -> list[str]:
     return [line.strip() for line in out.splitlines() if line.strip()]
 
 
-def _race_behind_the_lock(
-    services: Services, action: Callable[[], str], first_waits: Callable[[], bool]
-) -> list[str]:
-    """Run `action` twice while another process holds the KB's writer lock; the outcomes of both."""
+@contextmanager
+def _lock_held_elsewhere(services: Services) -> Iterator[None]:
+    """Another process holds the KB's writer lock until the block ends."""
     holder = subprocess.Popen(
         [sys.executable, "-c", _HOLD_LOCK, str(services.repos.path("kb"))],
         stdin=subprocess.PIPE,
@@ -68,7 +68,16 @@ def _race_behind_the_lock(
         text=True,
     )
     assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-    outcomes: list[str] = []
+    try:
+        yield
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def _outcome(action: Callable[[], str], outcomes: list[str]) -> threading.Thread:
+    """`action` started in a thread; its result or error code is appended to `outcomes`."""
 
     def run() -> None:
         try:
@@ -76,22 +85,47 @@ def _race_behind_the_lock(
         except KBError as err:
             outcomes.append(err.code)
 
-    first = threading.Thread(target=run)
-    first.start()
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def _until(done: Callable[[], bool], what: str) -> None:
     deadline = time.monotonic() + 60
-    while not first_waits():
-        assert time.monotonic() < deadline, "the first request never took its lease"
+    while not done():
+        assert time.monotonic() < deadline, what
         time.sleep(0.01)
-    second = threading.Thread(target=run)
-    second.start()
-    second.join(timeout=1.0)  # time to take the lease over and queue behind the lock (or be done)
-    assert holder.stdin is not None
-    holder.stdin.close()
-    holder.wait(timeout=60)
+
+
+def _race_behind_the_lock(
+    services: Services, action: Callable[[], str], first_waits: Callable[[], bool]
+) -> list[str]:
+    """Run `action` twice while another process holds the KB's writer lock; the outcomes of both."""
+    outcomes: list[str] = []
+    with _lock_held_elsewhere(services):
+        first = _outcome(action, outcomes)
+        _until(first_waits, "the first request never took its lease")
+        second = _outcome(action, outcomes)
+        second.join(timeout=1.0)  # time to take the lease over and queue behind the lock (or be done)
     for t in (first, second):
         t.join(timeout=120)
         assert not t.is_alive()
     return sorted(outcomes)
+
+
+def _commits_since(services: Services, head: str | None) -> list[str]:
+    return subprocess.run(
+        ["git", "log", "--format=%H", f"{head}..main"],
+        cwd=services.repos.path("kb"),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+
+
+def _reserved(services: Services) -> bool:
+    with services.control._tx() as db:  # type: ignore[attr-defined]
+        return db.execute("SELECT 1 FROM idempotency WHERE key = 'key-1'").fetchone() is not None
 
 
 def test_an_approval_stuck_behind_the_writer_lock_past_the_claim_timeout_lands_once(
@@ -122,34 +156,53 @@ def test_an_approval_stuck_behind_the_writer_lock_past_the_claim_timeout_lands_o
     services.close()
 
 
-def test_a_write_whose_key_was_taken_over_while_it_waited_does_not_commit(
+def test_a_write_whose_key_was_taken_over_while_it_waited_does_not_commit(tmp_path: Path) -> None:
+    services = _setup(tmp_path / "data")
+    bob = caller_for(services, "bob")
+    head = services.repos.repo("kb").head()
+    outcomes: list[str] = []
+    with _lock_held_elsewhere(services):
+        first = _outcome(
+            lambda: type(writes.submit(services, bob, "kb", _append(1), idempotency_key="key-1")).__name__,
+            outcomes,
+        )
+        _until(lambda: _reserved(services), "the write never reserved its key")
+        # another node takes the reservation over in the control store while the write waits
+        body = idempotency._body_sha256(_append(1))
+        taken = services.control.reserve_key(
+            bob.actor, "kb", "key-1", body, time.time(), idempotency.KEY_TTL_SECONDS, 0.0
+        )
+        assert isinstance(taken, int)
+    first.join(timeout=120)
+    assert outcomes == ["busy"] and _commits_since(services, head) == []  # its fence was stale
+    assert _trailer(services, "Kb-Fence") == []
+    git_fsck(services.repos.path("kb"))
+    services.close()
+
+
+def test_two_repeats_of_a_keyed_write_behind_the_writer_lock_commit_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services = _setup(tmp_path / "data")
     bob = caller_for(services, "bob")
     monkeypatch.setattr(idempotency, "ABANDON_SECONDS", 0.0)  # every reservation is "abandoned" at once
     head = services.repos.repo("kb").head()
+    answers: list[WriteResult] = []
 
     def write() -> str:
         out = writes.submit(services, bob, "kb", _append(1), idempotency_key="key-1")
         assert isinstance(out, WriteResult)
+        answers.append(out)
         return "written"
 
-    def reserved() -> bool:
-        with services.control._tx() as db:  # type: ignore[attr-defined]
-            return db.execute("SELECT 1 FROM idempotency WHERE key = 'key-1'").fetchone() is not None
-
-    outcomes = _race_behind_the_lock(services, write, reserved)
-    assert outcomes == ["busy", "written"]  # the first hears its key was taken over
-    log = subprocess.run(
-        ["git", "log", "--format=%H", f"{head}..main"],
-        cwd=services.repos.path("kb"),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
+    outcomes = _race_behind_the_lock(services, write, lambda: _reserved(services))
+    # The repeat takes the key over under the writer lock: whoever gets the lock first writes, and
+    # the other either answers that version or hears that its key was taken over.
+    assert outcomes in (["busy", "written"], ["written", "written"])
+    log = _commits_since(services, head)
     assert len(log) == 1 and services.repos.repo("kb").view(log[0]).read("log.md") == b"line 1\n"
-    assert len(_trailer(services, "Kb-Fence")) == 1
+    assert len(_trailer(services, "Kb-Fence")) == 1 and len(_trailer(services, "Kb-Idempotency")) == 1
+    assert {a.version for a in answers} == {log[0]}
     again = writes.submit(services, bob, "kb", _append(1), idempotency_key="key-1")  # the repeat's answer
     assert isinstance(again, WriteResult) and again.version == log[0]
     git_fsck(services.repos.path("kb"))
