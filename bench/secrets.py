@@ -38,6 +38,10 @@ def _inputs(n: int) -> dict[str, str]:
         "PRIVATE KEY": "BEGIN A PRIVATE KEY " * (n // 20),
         "npm_/kbs_": "npm_kbs_sk_test_" * (n // 16),
         "digits:": "1234567890:" * (n // 11),
+        "password=": "password=" * (n // 9),
+        "a_password=": "a_password=" * (n // 11),
+        "password=" + "a" * 3: "password=" + "a" * n,
+        "password: word": "password: word1 " * (n // 16),
         "a" * 3: "a" * n,
     }
 

@@ -184,17 +184,35 @@ def _url_credentials(text: str) -> Iterator[str]:
         yield text[at : m.end()]
 
 
+# `password = "..."` (quoted) or `password=...` / `DB_PASSWORD: ...` (bare, as in env files and YAML).
+# A bare value is one run of non-space characters without quotes, brackets or `$`/`%` (templates),
+# `=` only as base64's padding at its end, ended by a space, `,`, `;` or the end of the line; the
+# possessive runs never backtrack.
 _PASSWORD_ASSIGNMENT = re.compile(
     r"(?<![A-Za-z0-9])[A-Za-z0-9_]{0,30}?(?:password|passwd)[\"']?[ \t]{0,10}(?::|=|:=)[ \t]{0,10}"
-    r"([\"'])(?P<value>[^\"'\s]{6,200})\1",
+    r"(?:([\"'])(?P<value>[^\"'\s]{6,200})\1|(?P<bare>[^\s\"'`<>\[\]{}()$%,;=]{6,200}+={0,2}+)(?![^\s,;]))",
     re.IGNORECASE,
 )
+_LETTER = re.compile(r"[^\W\d_]")
+_DIGIT = re.compile(r"\d")
+
+
+def _bare_password(value: str) -> bool:
+    """Whether an unquoted value reads as a password rather than a word of prose ("password: unknown",
+    "password: see 1Password", "password: !vault", "password: https://vault/..."): letters and digits
+    both, and no word or shape of a placeholder or a reference."""
+    lowered = value.lower()
+    if "passw" in lowered or "://" in value or value[0] in "!*&#":
+        return False
+    return _LETTER.search(value) is not None and _DIGIT.search(value) is not None
 
 
 def _password_assignment(text: str) -> Iterator[str]:
     for m in _PASSWORD_ASSIGNMENT.finditer(text):
-        value = m["value"]
+        value = m["value"] if m["value"] is not None else m["bare"]
         if value.lower() in _PLACEHOLDER_PASSWORDS or _PLACEHOLDER_SHAPES.fullmatch(value):
+            continue
+        if m["bare"] is not None and not _bare_password(value):
             continue
         yield m.group()
 
@@ -241,9 +259,6 @@ _OWN_RULES = (
     ),
     # scheme://user:password@host, unless password or host is an obvious placeholder
     Rule("URL with Credentials", _url_credentials, ("://",)),
-    # password = "s3cr3t!", DB_PASSWORD: 's3cr3t!': a quoted value without spaces (so prose and
-    # quoted sentences pass) that is not a placeholder
-    Rule("Password Assignment", _password_assignment, ("assw", "ASSW")),
 )
 
 
@@ -276,6 +291,10 @@ _DETECT_SECRETS_RULES = (
 
 # Catch-alls, tried after the precise rules so those keep naming what they know.
 _LATE_RULES = (
+    # password = "s3cr3t!", DB_PASSWORD: 's3cr3t!': a quoted value without spaces (so prose and
+    # quoted sentences pass) that is not a placeholder; PASSWORD=s3cr3t99 unquoted when it holds
+    # letters and digits (so "password: unknown" passes). Late: `password = pypi-…` is a PyPI token.
+    Rule("Password Assignment", _password_assignment, ("assw", "ASSW")),
     # every PEM private key, ENCRYPTED PRIVATE KEY included (detect-secrets lists a few kinds only)
     Rule(
         "PEM Private Key",

@@ -52,6 +52,22 @@ def log(client: TestClient, kb: str, agent: dict[str, str]) -> str:
     return "log.md"
 
 
+def test_an_unquoted_password_in_an_env_file_is_refused_and_prose_about_one_is_not(
+    client: TestClient, services: Services, kb: str, agent: dict[str, str], log: str
+) -> None:
+    password = "".join(_rng.choice(string.ascii_letters) for _ in range(8)) + str(_rng.randrange(10, 99))
+    before, objects = state(services, kb), _objects(services, kb)
+    env = f"# staging\nDB_USER=app\nDB_PASSWORD={password}\n"
+    r = _write(client, kb, agent, {"path": "deploy/staging.env", "mode": "create", "content": env})
+    assert _refused(r, "Password Assignment")["path"] == "deploy/staging.env"
+    r = _write(client, kb, agent, {"path": log, "mode": "append", "content": f"password: {password}\n"})
+    assert _refused(r, "Password Assignment")["path"] == log
+    _unchanged(services, kb, before, objects)
+    prose = "The password is in the vault.\npassword=<your password>\npassword: see 1Password\npassword=\n"
+    r = _write(client, kb, agent, {"path": log, "mode": "append", "content": prose})
+    assert r.status_code == 200, r.text
+
+
 def test_a_key_split_across_two_appends(
     client: TestClient, services: Services, kb: str, agent: dict[str, str], log: str
 ) -> None:

@@ -1,4 +1,5 @@
-"""Two more secret rules: OpenAI's sk- + 48 keys and quoted password assignments, without flagging prose."""
+"""Two more secret rules: OpenAI's sk- + 48 keys and password assignments (quoted, or bare as in env files
+and YAML), without flagging prose."""
 
 from __future__ import annotations
 
@@ -24,6 +25,12 @@ def _key() -> str:
         ("DB_PASSWORD: 'n0t-a-pl4ceholder'", "Password Assignment"),
         ('{"password": "hK9#mq2!zz"}', "Password Assignment"),
         ('PASSWD="correcthorsebattery"', "Password Assignment"),
+        ("password=hunter2x", "Password Assignment"),
+        ("password: hunter2x", "Password Assignment"),
+        ("PASSWORD=hunter2x", "Password Assignment"),
+        ("# .env\nexport DB_PASSWORD=s3cret99  # prod\n", "Password Assignment"),
+        ("smtp:\n  password: Xk9fj2lq, user: bob\n", "Password Assignment"),
+        ("db.password=aGVsbG8xMjM=\n", "Password Assignment"),
     ],
 )
 def test_found(text: str, rule: str) -> None:
@@ -46,6 +53,19 @@ def test_found(text: str, rule: str) -> None:
         'password = "short"',
         "Passwords must be at least 12 characters long.",
         "Reset the password: open Settings, then Security.",
+        "the password is in the vault",
+        "password=<your password>",
+        "password=",
+        "password: see 1Password",
+        "password: 1Password",
+        "password: unknown",
+        "password: ********",
+        "PASSWORD=${DB_PASSWORD}",
+        "password: !vault |",
+        "password=hunter2",  # the folklore example, not anyone's password
+        "password: https://vault.example.org/v1/db",
+        "password_min_length=12",
+        "password = os.environ['DB_PASSWORD']",
     ],
 )
 def test_prose_and_placeholders_pass(text: str) -> None:
