@@ -33,10 +33,12 @@ class Pieces:
 Variant = Callable[[Pieces], list[Ranked]]
 
 
-def read(services: Services, caller: Caller, slug: str, question: str) -> Pieces:
-    found = search_service.candidates(services, caller, slug, question, limit=CANDIDATES, prefix=FOLDER)
+def read(
+    services: Services, caller: Caller, slug: str, question: str, candidates: int = CANDIDATES
+) -> Pieces:
+    found = search_service.candidates(services, caller, slug, question, limit=candidates, prefix=FOLDER)
     ranking = semantic.ranked(
-        services, caller, slug, question, limit=CANDIDATES, prefix=FOLDER, include=[c.path for c in found]
+        services, caller, slug, question, limit=candidates, prefix=FOLDER, include=[c.path for c in found]
     )
     return Pieces(
         [Ranked(c.path, c.score) for c in found],
