@@ -165,6 +165,10 @@ class Repositories(Protocol):
         """Problems found in the KB's repository (empty when it is sound)."""
         ...
 
+    def disk_usage(self, slug: str) -> int:
+        """Bytes the KB's history takes on disk. Raises NotFound."""
+        ...
+
     def repack(self, slug: str, *, full: bool = False) -> str | None:
         """Pack the KB's history with deltas now (`full`: every delta computed again); one line
         saying what it did, or None when a repack of the KB is running already. Raises NotFound."""

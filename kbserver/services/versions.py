@@ -13,9 +13,9 @@ from kbserver.services.models import DiffEntry, VersionDetail, VersionPage
 from kbserver.services.parts import Files, Repository
 from kbserver.services.privacy import check_writes, hides_version
 from kbserver.services.reserved import check_owner
-from kbserver.store import Change
+from kbserver.store import Change, CommitInfo
 
-__all__ = ["MAX_LIMIT", "diff", "expand", "get", "info", "listing", "revert"]
+__all__ = ["MAX_LIMIT", "author_kind", "diff", "expand", "get", "info", "listing", "revert"]
 
 MAX_LIMIT = 200
 
@@ -23,6 +23,12 @@ MAX_LIMIT = 200
 def diff(repo: Repository, changes: list[Change]) -> list[DiffEntry]:
     """`changes` (a tree diff) as the API shows them: each path with its unified diff."""
     return [DiffEntry(path=ch.path, change=ch.change, patch=repo.patch(ch)) for ch in changes]
+
+
+def author_kind(c: CommitInfo) -> tuple[str, str]:
+    """Who made a version (`agent:NAME` or `admin`) and its kind, from its trailers."""
+    kind = c.trailers.get("Kb-Kind") or ("create" if c.parent is None else "human_edit")
+    return c.trailers.get("Kb-Actor") or c.author, kind
 
 
 def info(repo: Repository, version: str, changes: list[Change] | None = None) -> VersionInfo:
@@ -34,11 +40,11 @@ def info(repo: Repository, version: str, changes: list[Change] | None = None) ->
     if changes is None:
         changes = repo.changes(c.parent, version)
     subject = c.message.split("\n", 1)[0]
-    kind = c.trailers.get("Kb-Kind") or ("create" if c.parent is None else "human_edit")
+    author, kind = author_kind(c)
     return VersionInfo(
         version=version,
         parent=c.parent,
-        author=c.trailers.get("Kb-Actor") or c.author,
+        author=author,
         kind=kind,
         message=subject,
         time=c.time,

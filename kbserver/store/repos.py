@@ -14,7 +14,7 @@ from dulwich.repo import Repo
 from kbserver.core.errors import AlreadyExists, NotFound, Unavailable
 from kbserver.core.model import SLUG_PATTERN
 from kbserver.core.pool import LeasePool
-from kbserver.store.packing import mark_deltified, repack
+from kbserver.store.packing import mark_deltified, pack_stats, repack
 from kbserver.store.repo import KBRepo
 from kbserver.store.verify import verify
 from kbserver.store.writer import WAIT_SECONDS, CommitPlan, Writer, kb_lock, recover_locks
@@ -138,6 +138,12 @@ class Repos:
             f"{a.total_bytes:,} bytes ({a.loose_objects} loose, {a.packs} packs) in {result.seconds:.1f} s"
             f" ({result.method})"
         )
+
+    def disk_usage(self, slug: str) -> int:
+        """Bytes of the KB's objects on disk (loose and packed: its whole history). Raises NotFound."""
+        if not self.exists(slug):
+            raise NotFound(f"KB {slug} does not exist", slug=slug)
+        return pack_stats(str(self.path(slug))).total_bytes
 
     def close(self) -> None:
         self._open.close_all()

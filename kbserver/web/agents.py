@@ -5,7 +5,7 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kbserver.services import agents, kbs
+from kbserver.services import activity, agents, kbs
 from kbserver.services.auth import ADMIN
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
@@ -20,10 +20,13 @@ async def agents_page(request: Request) -> Response:
     services = services_of(request)
     listing = await call(agents.listing, services, ADMIN)
     slugs = [kb.slug for kb in await call(kbs.visible, services, ADMIN)]
+    recent = await call(activity.agents, services, ADMIN, [a.name for a in listing.agents])
     return render(
         request,
         "agents.html",
         agents=listing.agents,
+        recent=recent,
+        window=activity.WINDOW_DAYS,
         slugs=slugs,
         tool_sets=agents.TOOL_SETS,
         permissions=PERMISSIONS,

@@ -8,9 +8,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.dialects.record_view import view_of
-from kbserver.services import files, kbs, review, search, versions
+from kbserver.services import activity, files, kbs, review, search, versions
 from kbserver.services.auth import ADMIN
 from kbserver.web import records
+from kbserver.web.glance import chart, size_text
 from kbserver.web.page import call, expand, render, services_of
 from kbserver.web.session import require_admin
 
@@ -56,7 +57,19 @@ async def files_page(request: Request) -> Response:
     if any(e["path"] == "README.md" for e in entries):
         readme = (await call(files.read, services, ADMIN, slug, "README.md")).content
     named = await call(records.titles, services, slug, [str(e["path"]) for e in entries], kb.head)
-    return render(request, "files.html", slug=slug, kb=kb, tree=_tree(entries), readme=readme, titles=named)
+    glance = await call(activity.glance, services, ADMIN, slug)
+    return render(
+        request,
+        "files.html",
+        slug=slug,
+        kb=kb,
+        tree=_tree(entries),
+        readme=readme,
+        titles=named,
+        glance=glance,
+        chart=chart(glance),
+        size=size_text(glance.disk_bytes),
+    )
 
 
 async def file_page(request: Request) -> Response:
@@ -70,6 +83,13 @@ async def file_page(request: Request) -> Response:
     head = (await call(kbs.describe, services, ADMIN, slug)).head
     history = await call(versions.listing, services, ADMIN, slug, path, 20)
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
+    record = view_of(path, found.content)
+    replaced: list[str] = []
+    if record is not None:
+        own = path.rsplit("/", 1)[-1].removesuffix(".md")
+        named = [f"{folder}/{s}.md" for s in record.supersedes]
+        marked = await call(records.superseding, services, slug, path, own)
+        replaced = list(dict.fromkeys([*named, *marked]))
     return render(
         request,
         "file.html",
@@ -81,7 +101,8 @@ async def file_page(request: Request) -> Response:
         history=history,
         folder=folder,
         is_markdown=path.lower().endswith((".md", ".markdown")),
-        record=view_of(path, found.content),
+        record=record,
+        replaced=replaced,
     )
 
 

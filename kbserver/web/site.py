@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.services import Services
-from kbserver.web import agents, browse, edit, history, inbox, login, proposals
+from kbserver.web import agents, browse, edit, glance, history, inbox, login, proposals
 from kbserver.web.page import render, see_other
 from kbserver.web.session import (
     LoginLimiter,
@@ -90,6 +90,7 @@ def admin_app(
         Route(KB, browse.files_page, methods=["GET"]),
         Route(KB + "/files/{path:path}", browse.file_page, methods=["GET"]),
         Route(KB + "/search", browse.search_page, methods=["GET"]),
+        Route(KB + "/week", glance.week_page, methods=["GET"]),
         Route(KB + "/edit/{path:path}", edit.edit_page, methods=["GET"]),
         Route(KB + "/new", edit.new_page, methods=["GET"]),
         Route(KB + "/publish", edit.publish, methods=["POST"]),

@@ -51,6 +51,7 @@ def _pages(api: Api) -> list[str]:
         f"{kb}/versions/{first}...{head}",
         f"{kb}/review",
         f"{kb}/proposals",
+        f"{kb}/week",
         "/admin/no-such-page",
     ]
 
