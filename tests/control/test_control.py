@@ -30,6 +30,22 @@ def test_agents_tokens_and_links(store: ControlStore) -> None:
     assert store.integrity_errors() == []
 
 
+def test_agents_list_in_name_order_with_their_links(store: ControlStore, open_store: OpenStore) -> None:
+    assert store.add_agent("zed", "t-zed", None, ("context", "memory"), True)
+    assert store.add_agent("amy", "t-amy", "zed", (), False)
+    assert not store.add_agent("amy2", "t-amy", None, (), False)  # a token is one agent's only
+    store.link("zed", "b-kb", "read")
+    store.link("zed", "a-kb", "read_write_ask")
+    listed = open_store().agents()  # another connection sees them at once
+    assert [a.name for a in listed] == ["amy", "zed"]
+    amy, zed = listed
+    assert (amy.parent, amy.tools, amy.auto_record, amy.links) == ("zed", (), False, {})
+    assert (zed.tools, zed.auto_record) == (("context", "memory"), True)
+    assert zed.links == {"a-kb": "read_write_ask", "b-kb": "read"}
+    assert store.delete_agent("zed") and [a.name for a in store.agents()] == ["amy"]
+    assert store.integrity_errors() == []  # its links went with it
+
+
 def test_sqlite_keeps_only_token_hashes(tmp_path: Path) -> None:
     from kbserver.control import SqliteControlStore
 
