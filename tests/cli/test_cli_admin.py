@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kbserver.cli import _parser
+from kbserver.cli.parser import build
 from kbserver.core.errors import Unauthorized
 from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, runs, writes
@@ -135,14 +135,14 @@ def _actions(parser: argparse.ArgumentParser, prog: str) -> list[tuple[str, argp
 
 
 def test_every_option_and_argument_has_help() -> None:
-    actions = _actions(_parser(), "kbserver")
+    actions = _actions(build(), "kbserver")
     assert len(actions) > 40
     missing = [f"{prog} {a.dest}" for prog, a in actions if not a.help]
     assert not missing
 
 
 def test_new_commands_are_listed() -> None:
-    actions = _actions(_parser(), "kbserver")
+    actions = _actions(build(), "kbserver")
     progs = {prog for prog, _ in actions}
     for prog in (
         "kbserver kb list",
