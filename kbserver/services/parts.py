@@ -103,8 +103,17 @@ class Repository(Protocol):
         """Versions up to `start` that changed `path`, newest first."""
         ...
 
+    def path_history_within(self, start: str, path: str, within: int) -> tuple[list[str], str | None]:
+        """The versions among the `within` newest from `start` that changed `path`, newest first, and
+        where the look stopped (None: at the first version)."""
+        ...
+
     def changes(self, old: str | None, new: str) -> list[Change]:
         """Paths that differ between two versions (files only), sorted by path."""
+        ...
+
+    def version_changes(self, version: str) -> list[Change]:
+        """What `version` changed against its first parent (cached: a version never changes)."""
         ...
 
     def patch(self, change: Change) -> str:

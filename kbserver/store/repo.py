@@ -5,9 +5,11 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import os
 import re
 import stat
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,6 +30,7 @@ __all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView", "read_raw"]
 
 MAIN = Ref(b"refs/heads/main")
 _DIGESTS = 20_000
+_CHANGES_BYTES = 2 * 1024 * 1024  # the per-version changes kept (see version_changes)
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _PREFIX = re.compile(r"^[0-9a-f]{7,40}$")
 _TRAILER = re.compile(r"^(Kb-[A-Za-z]+): (.*)$")
@@ -80,8 +83,34 @@ def _retrying(read: Callable[[], _T]) -> _T:
     raise AssertionError("unreachable")
 
 
+_TYPE_NUMBERS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
+
+
+def _read_loose(store: DiskObjectStore, sha: bytes) -> tuple[int, bytes] | None:
+    """The loose object `sha` read as C git reads it (inflate, strip the header), or None when it is
+    not loose. dulwich parses a loose object into a Python object and serialises it again (a tree
+    of 1,000 entries costs ~1 ms that way), and only after missing it in every pack, which rescans
+    the pack folder each time (TECH-NOTES §6.4)."""
+    hexsha = sha.decode("ascii") if len(sha) == 40 else sha.hex()
+    try:
+        with open(os.path.join(store.path, hexsha[:2], hexsha[2:]), "rb") as f:
+            data = zlib.decompress(f.read())
+    except (FileNotFoundError, zlib.error):  # packed (or pruned meanwhile), or damaged: dulwich decides
+        return None
+    header, _, body = data.partition(b"\0")
+    type_name, _, size = header.partition(b" ")
+    type_num = _TYPE_NUMBERS.get(type_name)
+    if type_num is None or not size.isdigit() or int(size) != len(body):
+        return None
+    return type_num, body
+
+
 def read_raw(store: BaseObjectStore, sha: bytes) -> tuple[int, bytes]:
     """(type number, bytes) of object `sha` (40 hex or 20 raw bytes). Raises KeyError when unknown."""
+    if isinstance(store, DiskObjectStore):
+        loose = _read_loose(store, sha)
+        if loose is not None:
+            return loose
     return _retrying(lambda: store.get_raw(ObjectID(sha)))
 
 
@@ -110,7 +139,10 @@ class _ObjectCache:
         if isinstance(obj, ShaFile):
             return obj
         # a tree asked for as an object is parsed by dulwich, uncached
-        found = _retrying(lambda: self._store[ObjectID(sha)])
+        type_num, raw = read_raw(self._store, sha)
+        found = ShaFile.from_raw_string(
+            type_num, raw, ObjectID(sha if len(sha) == 40 else sha.hex().encode())
+        )
         if isinstance(found, Commit):
             self.remember(found)
         return found
@@ -262,6 +294,10 @@ class KBRepo:
             store.loose_compression_level = self.loose_level  # blobs and commits dulwich writes
         self._digests: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
         self._counts: dict[str, int] = {}
+        # version -> (what it changed against its first parent, the bytes that costs); see version_changes
+        self._changes: OrderedDict[str, tuple[tuple[Change, ...], int]] = OrderedDict()
+        self._changes_bytes = 0
+        self._changes_lock = threading.Lock()
         # Versions on main known so far (20-byte ids): the head and its first parents down to
         # `_main_next`; see on_main.
         self._main: set[bytes] = set()
@@ -272,7 +308,7 @@ class KBRepo:
     def weight(self) -> int:
         """Roughly the bytes this open repository holds: its caches and dulwich's own state."""
         caches = 200 * len(self._digests) + 100 * len(self._counts) + 90 * len(self._main)
-        return 256 * 1024 + self.get.bytes + caches
+        return 256 * 1024 + self.get.bytes + caches + self._changes_bytes
 
     def close(self) -> None:
         self.git.close()
@@ -497,6 +533,48 @@ class KBRepo:
             previous, previous_entry = version, current
         if previous is not None and previous_entry is not None:
             yield previous
+
+    def path_history_within(self, start: str, path: str, within: int) -> tuple[list[str], str | None]:
+        """The versions among the `within` newest from `start` that changed `path`, newest first, and
+        the version where the look stopped (None: it reached the first version). A file's history
+        otherwise walks all of main back to its creation, reading each version's folder on the way."""
+        out: list[str] = []
+        previous: str | None = None
+        previous_entry: str | None = None
+        for n, version in enumerate(self.first_parents(start)):
+            entry = self.view(version).blob_id(path)
+            if previous is not None and entry != previous_entry:
+                out.append(previous)
+            if n == within:
+                return out, version  # not judged yet: a next look starts there
+            previous, previous_entry = version, entry
+        if previous is not None and previous_entry is not None:
+            out.append(previous)
+        return out, None
+
+    def version_changes(self, version: str) -> list[Change]:
+        """What `version` changed against its first parent (files only, sorted by path).
+
+        Cached (the newest used, up to _CHANGES_BYTES): a version never changes, and the review, the
+        history and the week pages ask for the same versions' paths again and again.
+        """
+        with self._changes_lock:
+            kept = self._changes.get(version)
+            if kept is not None:
+                self._changes.move_to_end(version)
+                return list(kept[0])
+        commit = self.get(version.encode())
+        assert isinstance(commit, Commit)
+        parent = commit.parents[0].decode() if commit.parents else None
+        found = tuple(self.changes(parent, version))
+        cost = 150 + sum(300 + len(c.path) for c in found)
+        with self._changes_lock:
+            old = self._changes.pop(version, None)
+            self._changes_bytes += cost - (old[1] if old else 0)
+            self._changes[version] = (found, cost)
+            while self._changes_bytes > _CHANGES_BYTES and len(self._changes) > 1:
+                self._changes_bytes -= self._changes.popitem(last=False)[1][1]
+        return list(found)
 
     def changes(self, old: str | None, new: str) -> list[Change]:
         """Paths that differ between two versions (files only), sorted by path."""

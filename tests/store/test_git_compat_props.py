@@ -99,6 +99,9 @@ def test_store_reads_equal_c_git(steps: list[dict[str, bytes | None]], data: st.
             parent = repo.commit_info(version).parent
             changes = [(c.path, c.change, c.old_blob, c.new_blob) for c in repo.changes(parent, version)]
             assert changes == _diff_tree(path, parent, version)
+            for _ in range(2):  # the first computes, the second comes from the cache: both as C git says
+                cached = repo.version_changes(version)
+                assert [(c.path, c.change, c.old_blob, c.new_blob) for c in cached] == changes
         # and across several versions (the follower diffs from what a sink covered to the head)
         old, new = data.draw(st.sampled_from(made)), data.draw(st.sampled_from(made))
         changes = [(c.path, c.change, c.old_blob, c.new_blob) for c in repo.changes(old, new)]
@@ -108,6 +111,14 @@ def test_store_reads_equal_c_git(steps: list[dict[str, bytes | None]], data: st.
                 continue  # `git log -- DIR` follows a folder; the store's history is of one file
             theirs = _git(path, "log", "--first-parent", "--format=%H", "main", "--", p).decode().split()
             assert list(repo.path_history(head or "", p)) == theirs, p
+            # A bounded look: the versions among the `within` newest that changed p, and where it
+            # stopped; looking on from there finds the rest.
+            within = data.draw(st.integers(0, len(made)))
+            first, stop = repo.path_history_within(head or "", p, within)
+            assert stop == (made[::-1][within] if within < len(made) else None), (p, within)
+            rest = repo.path_history_within(stop, p, len(made))[0] if stop else []
+            assert first + rest == theirs, (p, within)
+            assert all(v in made[::-1][:within] for v in first)
         # on main, asked in any order of a cold cache: every version, and no side commit on one of them
         sides = [
             _git(path, "commit-tree", "-p", v, "-m", "side", repo.commit_info(v).version + "^{tree}")
