@@ -120,9 +120,7 @@ def _walk(repo: Repository, head: str | None, since: int) -> _Walk | None:
 def _changes(repo: Repository, walk: _Walk, item: _Seen) -> tuple[Change, ...]:
     found = walk.changes.get(item.version)
     if found is None:
-        found = walk.changes[item.version] = tuple(
-            repo.changes(repo.commit_info(item.version).parent, item.version)
-        )
+        found = walk.changes[item.version] = tuple(repo.version_changes(item.version))
     return found
 
 

@@ -9,6 +9,7 @@ import os
 import shutil
 import tarfile
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 
@@ -22,10 +23,12 @@ from kbserver.services.parts import Repository
 from kbserver.services.privacy import check_read, hidden
 
 __all__ = [
+    "FolderPage",
     "archive",
     "changed_paths",
     "entry_page",
     "export",
+    "folder_page",
     "list_at",
     "listing",
     "read",
@@ -143,6 +146,46 @@ def listing(
     """list_at for a caller who may read the KB. Raises NotFound, InvalidRequest."""
     require_read(services, caller, slug)
     return list_at(services, slug, version, prefix, caller)
+
+
+@dataclass
+class FolderPage:
+    """The files a KB page shows: in each folder its first `per_folder`, or in the folder paged
+    through those from `start`; how many are left out after them, per folder."""
+
+    version: str | None
+    files: list[FileEntry]
+    more: dict[str, int]  # folder ("" the top, else "a/b/") -> its files after those shown
+    total: int
+
+
+def folder_page(
+    services: Services, caller: Caller, slug: str, per_folder: int, folder: str = "", start: int = 0
+) -> FolderPage:
+    """The head's files, at most `per_folder` a folder (those from the `start`-th in `folder`), so
+    a folder of 10,000 memories costs a walk of its names and the reads of the files shown.
+
+    Raises NotFound, InvalidRequest.
+    """
+    require_read(services, caller, slug)
+    if start < 0 or per_folder < 1:
+        raise InvalidRequest("start must be 0 or more", start=start)
+    repo = services.repos.repo(slug)
+    head = repo.head()
+    counts: dict[str, int] = {}
+    shown: list[tuple[str, bytes]] = []
+    for path, blob in repo.view(head).walk():
+        if hidden(caller, repo, path, blob):
+            continue
+        parent = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
+        n = counts.get(parent, 0)
+        counts[parent] = n + 1
+        first = start if parent == folder else 0
+        if first <= n < first + per_folder:
+            shown.append((path, blob))
+    files = [FileEntry(path=p, size=size, sha256=sha) for p, b in shown for size, sha in [repo.digest(b)]]
+    more = {f: c - end for f, c in counts.items() if (end := per_folder + (start if f == folder else 0)) < c}
+    return FolderPage(version=head, files=files, more=more, total=sum(counts.values()))
 
 
 def read(services: Services, caller: Caller, slug: str, path: str, version: str | None = None) -> FileContent:

@@ -9,7 +9,7 @@ from kbserver.core.model import Caller, VersionInfo
 from kbserver.core.paths import check_prefix
 from kbserver.services.context import Services
 from kbserver.services.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
-from kbserver.services.versions import info
+from kbserver.services.versions import author_kind, info
 
 __all__ = ["Inbox", "InboxGroup", "InboxItem", "inbox"]
 
@@ -66,7 +66,7 @@ def inbox(
     prefix = check_prefix(prefix) if prefix else None
     repo = services.repos.repo(slug)
     reviewed, head = services.control.reviewed(slug), repo.head()
-    writes: list[VersionInfo] = []
+    writes: list[tuple[str, str, str]] = []  # (version, author, kind), newest first
     undone: dict[str, str] = {}
     more = False
     if head is not None:
@@ -81,15 +81,16 @@ def inbox(
                 if len(writes) == MAX_UNREVIEWED:
                     more = True
                     break
-                writes.append(info(repo, v))
+                writes.append((v, *author_kind(c)))
+    # Only a path filter needs every write's paths (a tree diff each, cached); the page needs its own.
     matching = [
-        w
-        for w in writes
-        if (not author or w.author == author)
-        and (not kind or w.kind == kind)
-        and (not prefix or any(p.startswith(prefix) for p in w.paths))
+        v
+        for v, who, what in writes
+        if (not author or who == author)
+        and (not kind or what == kind)
+        and (not prefix or any(ch.path.startswith(prefix) for ch in repo.version_changes(v)))
     ]
-    page = matching[-shown:] if shown else []
+    page = [info(repo, v) for v in (matching[-shown:] if shown else [])]
     groups: dict[tuple[str, str | None], InboxGroup] = {}
     for w in page:
         group = groups.setdefault((w.author, w.run), InboxGroup(w.author, w.run))
@@ -106,6 +107,6 @@ def inbox(
         matching=len(matching),
         total=len(writes),
         more=more,
-        authors=sorted({w.author for w in writes}),
+        authors=sorted({who for _v, who, _k in writes}),
         up_to=up_to,
     )

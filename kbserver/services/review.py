@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from itertools import islice
 
 from kbserver.changes import Applied, sha256_hex
@@ -183,10 +184,11 @@ def history(
     kind: str | None = None,
     limit: int = 50,
     cursor: str | None = None,
+    scan: int = _SCAN,
 ) -> VersionPage:
     """Like `versions.listing`, filtered by `author` (e.g. `agent:bob`) and `kind` too.
 
-    A page looks at a bounded number of versions; `next_cursor` continues where it stopped.
+    A page looks at no more than `scan` versions of main; `next_cursor` continues where it stopped.
     Raises NotFound, InvalidRequest.
     """
     require_read(services, caller, slug)
@@ -198,18 +200,23 @@ def history(
     start = repo.resolve(cursor) if cursor else repo.head()
     if start is None:
         return VersionPage(versions=[], next_cursor=None)
-    walk = repo.path_history(start, path) if path else repo.first_parents(start)
+    stop: str | None = None
+    if path:
+        changed, stop = repo.path_history_within(start, path, scan)
+        walk: Iterator[str] = iter(changed)
+    else:
+        walk = repo.first_parents(start)
     found: list[VersionInfo] = []
     next_cursor = None
-    for scanned, v in enumerate(islice(walk, _SCAN + 1)):
-        if len(found) == limit or scanned == _SCAN:
+    for scanned, v in enumerate(islice(walk, scan + 1)):
+        if len(found) == limit or scanned == scan:
             next_cursor = v
             break
         item = info(repo, v)
         if (author and item.author != author) or (kind and item.kind != kind):
             continue
         found.append(item)
-    return VersionPage(versions=found, next_cursor=next_cursor)
+    return VersionPage(versions=found, next_cursor=next_cursor or stop)
 
 
 def _count_unreviewed(services: Services, slug: str, head: str | None) -> tuple[int, bool]:

@@ -38,7 +38,7 @@ def info(repo: Repository, version: str, changes: list[Change] | None = None) ->
     """
     c = repo.commit_info(version)
     if changes is None:
-        changes = repo.changes(c.parent, version)
+        changes = repo.version_changes(version)
     subject = c.message.split("\n", 1)[0]
     author, kind = author_kind(c)
     return VersionInfo(
@@ -81,7 +81,7 @@ def listing(
         if len(shown) == limit:
             more = v
             break
-        changes = repo.changes(repo.commit_info(v).parent, v)
+        changes = repo.version_changes(v)
         if not hides_version(caller, repo, changes):  # another agent's private memory: its version too
             shown.append(info(repo, v, changes))
     return VersionPage(versions=shown, next_cursor=more)
@@ -118,7 +118,7 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> VersionD
     require_read(services, caller, slug)
     repo = services.repos.repo(slug)
     resolved = repo.resolve(version)
-    changes = repo.changes(repo.commit_info(resolved).parent, resolved)  # one tree diff for both
+    changes = repo.version_changes(resolved)  # one tree diff for both
     if hides_version(caller, repo, changes):
         raise NotFound(f"no version {version} in KB {slug}", version=version)
     return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff(repo, changes))

@@ -7,15 +7,19 @@ from dataclasses import dataclass, field
 from starlette.requests import Request
 from starlette.responses import Response
 
+from kbserver.core.errors import InvalidRequest
 from kbserver.dialects.record_view import view_of
-from kbserver.services import activity, files, kbs, review, search, versions
+from kbserver.services import activity, files, kbs, review, search
 from kbserver.services.auth import ADMIN
 from kbserver.web import records
 from kbserver.web.glance import chart, size_text
 from kbserver.web.page import call, expand, render, services_of
 from kbserver.web.session import require_admin
 
-__all__ = ["file_page", "files_page", "kb_list", "search_page"]
+__all__ = ["FILE_SCAN", "PER_FOLDER", "file_page", "files_page", "kb_list", "search_page"]
+
+PER_FOLDER = 100  # files a KB page lists in each folder (a link pages through the rest)
+FILE_SCAN = 300  # versions of main a file's page looks at for its history (a link looks further)
 
 
 async def kb_list(request: Request) -> Response:
@@ -51,8 +55,12 @@ async def files_page(request: Request) -> Response:
     require_admin(request)
     slug, services = _slug(request), services_of(request)
     kb = await call(kbs.describe, services, ADMIN, slug)
-    listing = await call(files.listing, services, ADMIN, slug)
-    entries = [{"path": f.path, "size": f.size} for f in listing.files]
+    folder = request.query_params.get("folder", "")
+    start = request.query_params.get("start", "0")
+    if not start.isdigit() or len(start) > 9:
+        raise InvalidRequest("start must be a number of files", start=start)
+    shown = await call(files.folder_page, services, ADMIN, slug, PER_FOLDER, folder, int(start))
+    entries = [{"path": f.path, "size": f.size} for f in shown.files]
     readme = None
     if any(e["path"] == "README.md" for e in entries):
         readme = (await call(files.read, services, ADMIN, slug, "README.md")).content
@@ -66,6 +74,10 @@ async def files_page(request: Request) -> Response:
         tree=_tree(entries),
         readme=readme,
         titles=named,
+        more=shown.more,
+        folder=folder,
+        start=int(start),
+        per_folder=PER_FOLDER,
         glance=glance,
         chart=chart(glance),
         size=size_text(glance.disk_bytes),
@@ -81,7 +93,7 @@ async def file_page(request: Request) -> Response:
         version = await expand(request, slug, version)
     found = await call(files.read, services, ADMIN, slug, path, version)
     head = (await call(kbs.describe, services, ADMIN, slug)).head
-    history = await call(versions.listing, services, ADMIN, slug, path, 20)
+    history = await call(review.history, services, ADMIN, slug, path, None, None, 20, None, FILE_SCAN)
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     record = view_of(path, found.content)
     replaced: list[str] = []
@@ -103,6 +115,7 @@ async def file_page(request: Request) -> Response:
         is_markdown=path.lower().endswith((".md", ".markdown")),
         record=record,
         replaced=replaced,
+        scanned=FILE_SCAN,
     )
 
 

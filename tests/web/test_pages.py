@@ -34,6 +34,7 @@ PAGES = [
     "/admin/kbs/notes/versions/{head}...{head}",
     "/admin/kbs/notes/review",
     "/admin/kbs/notes/proposals",
+    "/admin/kbs/notes/week",
 ]
 POSTS = [
     "/admin/logout",
