@@ -1,6 +1,6 @@
 """Recall of keyword, semantic and hybrid search on the hand-written memory set (bench/recall_set.py).
 
-Run: python -m bench.recall [--weights 0.2,0.25,0.3] [--rrf 10,60] [--candidates 100]
+Run: python -m bench.recall [--weights 0.2,0.25,0.3] [--rrf 10,60] [--keyword-candidates 100]
 
 The memories go through the real path: each one is the file `memory_add` writes
 (`memories/{id}.md`, YAML front matter, a random-looking id: nothing of the answer in its path),
@@ -8,8 +8,9 @@ imported into a KB as one version, then indexed (Whoosh) and embedded (the bundl
 follower. The rows `memory_search ...` are the questions sent to `memory_search` itself (the
 service layer the MCP tool calls; admin) in each mode with the default settings: what a caller
 gets. The other rows fuse the pieces memory_search reads (bench/recall_fusion.py: the keyword
-candidates with their word coverage, the semantic ranking with their cosines and its floor; 100
-candidates per side as memory_search takes, or `--candidates`) under other fusions, for comparison.
+candidates with their word coverage, the semantic ranking with their cosines and its floor; 50
+and 100 as memory_search takes, or `--keyword-candidates`) under other fusions, for comparison;
+`ungated` is the absolute fusion without its gate (the default until 2026-12).
 It prints R@1, R@5, R@10 (a hit when any of the question's answer keys is in the top k), MRR@10,
 and R@5 per kind of question: English, Chinese, across languages, by a rare name or identifier.
 This is a measurement, not a test: nothing asserts.
@@ -100,7 +101,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--weights", default="0.2,0.25,0.3", help="keyword weights of fusions to compare")
     parser.add_argument("--rrf", default="10,60", help="RRF k values to compare")
     parser.add_argument(
-        "--candidates", type=int, default=recall_fusion.CANDIDATES, help="per side, for the fusion rows"
+        "--keyword-candidates",
+        type=int,
+        default=recall_fusion.KEYWORD_CANDIDATES,
+        help="keyword candidates of the fusion rows",
     )
     args = parser.parse_args(argv)
     options = Options(fsync=False, follower_nice=0)
@@ -131,8 +135,9 @@ def main(argv: list[str] | None = None) -> int:
                     latency[mode].append((time.perf_counter() - t0) * 1000)
                     ranked = [key(str(m["id"])) for m in found["memories"]]  # type: ignore[index, union-attr]
                     results[name].append(scores(ranked, answers))
+            depth = args.keyword_candidates
             pieces = [
-                recall_fusion.read(services, ADMIN, SLUG, question, candidates=args.candidates)
+                recall_fusion.read(services, ADMIN, SLUG, question, keyword_candidates=depth)
                 for question, _ in QUESTIONS
             ]
         finally:
@@ -145,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     for method in ("absolute", "coverage", "convex"):
         for w in weights:
             variants[f"{method} w={w:g}"] = fused(Fusion(method=method, keyword_weight=w))  # type: ignore[arg-type]
+    for w in weights:
+        variants[f"absolute ungated w={w:g}"] = fused(Fusion(keyword_weight=w, gate=recall_fusion.UNGATED))
     for k in (float(x) for x in args.rrf.split(",") if x):
         variants[f"RRF k={k:g}"] = fused(Fusion(method="rrf", rrf_k=k))
     for name, variant in variants.items():
@@ -160,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         "memory_search p50: "
         + ", ".join(f"{m} {statistics.median(latency[m]):.1f} ms" for m in MODES)
-        + f" (first query of each text embeds it); fusion rows: {args.candidates} candidates per side\n"
+        + " (first query of each text embeds it); "
+        + f"fusion rows: {args.keyword_candidates} keyword candidates\n"
     )
     header = f"| {'mode':<36} | R@1   | R@5   | R@10  | MRR   | "
     header += " | ".join(f"R@5 {k:<14}" for k in KINDS) + " |"

