@@ -19,7 +19,9 @@ finds its one word (polled every 20 ms: "last write searchable after"); the serv
 is idle again (its process and every child, from /proc/PID/stat: the write's share of indexing and
 embedding included, the lag polls' searches taken out); then `--searches` searches. Prints p50/p95
 per call, server CPU per call, the lag (median and worst round) and each variant's ratio to
-server-memory. `--neighbour-cpus N` runs `stress-ng --cpu N` (a CPU-bound neighbour) throughout.
+server-memory. A variant's `source=DIR` runs the kbserver checkout in DIR (e.g. `git archive main`
+unpacked) instead of this one: code before and after a change, side by side in one run.
+`--neighbour-cpus N` runs `stress-ng --cpu N` (a CPU-bound neighbour) throughout.
 """
 
 from __future__ import annotations
@@ -97,7 +99,9 @@ class Kbserver:
     """A live `kbserver serve` on a data folder of its own."""
 
     def __init__(self, name: str, data: Path, token: str, settings: dict[str, str]) -> None:
-        self.name, self.data, self.token, self.settings = name, data, token, settings
+        self.name, self.data, self.token = name, data, token
+        self.settings = {k: v for k, v in settings.items() if k != "source"}
+        self.source = settings.get("source")  # a checkout of kbserver to run instead of this one
         self.client: Any = None
         self.pid = 0
         self.idle = 0.0  # CPU seconds per second doing nothing
@@ -117,6 +121,8 @@ class Kbserver:
             "KBSERVER_LOG_LEVEL": "WARNING",
             **{f"KBSERVER_{k.upper()}": v for k, v in self.settings.items()},
         }
+        if self.source:  # the server and its child import kbserver from there
+            env["PYTHONPATH"] = self.source + os.pathsep + env.get("PYTHONPATH", "")
         command = [
             sys.executable,
             "-m",
