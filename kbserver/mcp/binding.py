@@ -45,13 +45,16 @@ class Binding:
     """The services, the caller, and the run of the session a call belongs to.
 
     `caller` is synchronous (it may query the control plane) and raises Unauthorized or NotFound.
-    `process_run` is the run of a whole stdio process; HTTP keeps runs per session instead.
+    `known` is the caller when it is at hand without I/O (HTTP: found with the bearer token), else
+    None: the middleware then needs no thread for it. `process_run` is the run of a whole stdio
+    process; HTTP keeps runs per session instead.
     """
 
     services: Services
     caller: Callable[[], Caller]
     process_run: RunInfo | None = None
     admin_token: str | None = None  # checks the approval card's admin credential (None: no card approvals)
+    known: Callable[[], Caller | None] = lambda: None
 
     def run_of(self, rctx: _Ctx | None, run: str | None = None) -> RunInfo | None:
         """The run the current call belongs to: `run` (a handle from start_run), else the session's or

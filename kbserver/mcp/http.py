@@ -57,10 +57,17 @@ def _token_caller(services: Services, admin_token: str) -> Callable[[], Caller]:
         token = get_access_token()
         if token is None:
             raise Unauthorized(MISSING_TOKEN)
-        found = (token.claims or {}).get(_CALLER)
-        return found if isinstance(found, Caller) else authenticate(services, token.token, admin_token)
+        found = _verified_caller()
+        return found if found is not None else authenticate(services, token.token, admin_token)
 
     return caller
+
+
+def _verified_caller() -> Caller | None:
+    """The Caller that KBTokenVerifier found for this request's token (None: none verified)."""
+    token = get_access_token()
+    found = (token.claims or {}).get(_CALLER) if token is not None else None
+    return found if isinstance(found, Caller) else None
 
 
 def transport_security(allowed_hosts: Sequence[str]) -> TransportSecuritySettings:
@@ -166,7 +173,9 @@ def mcp_http(
     """The MCP server for HTTP callers and its ASGI app serving `/mcp` (needs the server's session
     manager running: see mount_mcp)."""
     _quiet_closing_sessions()
-    binding = Binding(services, _token_caller(services, admin_token), admin_token=admin_token)
+    binding = Binding(
+        services, _token_caller(services, admin_token), admin_token=admin_token, known=_verified_caller
+    )
     verifier = KBTokenVerifier(services, admin_token)
     server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools)
     app = server.streamable_http_app(

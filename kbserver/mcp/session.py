@@ -86,16 +86,22 @@ class SessionMiddleware:
 
     async def _caller(self) -> Caller:
         try:
-            return await threads.run(self.binding.caller)
+            return await self._find_caller()
         except KBError as err:
             raise _protocol_error(err) from None
+
+    async def _find_caller(self) -> Caller:
+        """The caller: at hand when the token's check found it (no thread), else from a thread
+        (it may query the control plane). Raises KBError."""
+        known = self.binding.known()
+        return known if known is not None else await threads.run(self.binding.caller)
 
     async def _with_instructions(self, ctx: _Ctx, call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
         if not isinstance(result, dict):
             return result
         try:
-            caller = await threads.run(self.binding.caller)
+            caller = await self._find_caller()
         except KBError as err:  # e.g. the agent was deleted: keep the generic rules; its calls will fail
             log.warning("no caller for MCP instructions: %s: %s", err.code, err.message)
             return result
@@ -141,7 +147,7 @@ class SessionMiddleware:
         """A tool error for a tool outside the caller's tool sets; None when the call may go ahead."""
         name = (ctx.params or {}).get("name")
         try:
-            caller = await threads.run(self.binding.caller)
+            caller = await self._find_caller()
         except KBError:
             return None  # the tool itself reports the missing or unknown caller
         if not isinstance(name, str) or name in self._allowed(caller):
