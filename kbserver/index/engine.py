@@ -15,7 +15,7 @@ from typing import Any, cast
 
 import numpy as np
 from whoosh import query as q
-from whoosh.filedb.filestore import FileStorage
+from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.reading import SegmentReader
 
 from kbserver.index.arrays import collect_arrays, doc_ids
@@ -67,6 +67,21 @@ class _Reader:
     searcher: Any
     versioned: Any = None  # the searcher whose recorded version `version` is (a searcher never changes)
     version: str | None = None
+
+
+# An update whose texts are smaller than this keeps Whoosh's scratch files in memory (the posting
+# pool and the stored fields before they are assembled): a folder made and removed, and a dozen
+# files opened, per one-file update cost more than the update itself.
+_SMALL_UPDATE_BYTES = 4 << 20
+
+
+class _Storage(FileStorage):  # type: ignore[misc]
+    """An index generation's folder; `scratch_in_memory` while a small update writes (writer lock held)."""
+
+    scratch_in_memory = False
+
+    def temp_storage(self, name: str | None = None) -> Any:
+        return RamStorage() if self.scratch_in_memory else super().temp_storage(name)
 
 
 def _fold(writer: Any, segments: list[Any], keep: list[Any]) -> list[Any]:
@@ -173,6 +188,9 @@ class SearchIndex:
         self._closed = False
         self._unmerged = 0  # updates committed without merging since the last merge()
         self._tiered = False  # the last merge was a partial one (more than two segments may be left)
+        # (generation folder, Whoosh generation, version) of this object's last commit: while the
+        # index is still at that commit, its version needs no searcher (indexed_version).
+        self._written: tuple[str, int, str | None] | None = None
         self._disk_bytes = 0  # of the live generation, measured after every change we make
         if self._folder.current() is None:
             if not self._folder.is_empty():
@@ -228,7 +246,16 @@ class SearchIndex:
         return new.searcher
 
     def indexed_version(self) -> str | None:
-        """The version recorded by the last update or rebuild; None for a new index."""
+        """The version recorded by the last update or rebuild; None for a new index.
+
+        When the index is still at this object's own last commit (no other process wrote since) that
+        commit's version, else read from a refreshed searcher: the follower asks before every delta,
+        and the refresh plus the meta document cost ~2 ms of a one-file update.
+        """
+        written, current = self._written, self._writer_ix
+        if written is not None and current is not None and current[0] == written[0]:
+            if self._folder.current() == written[0] and current[1].latest_generation() == written[1]:
+                return written[2]
         with self._read_lock:
             return self._version_of(self._searcher())
 
@@ -263,7 +290,7 @@ class SearchIndex:
         if name is None:
             raise IndexCorrupt(f"{self._folder.root} has no index")
         if self._writer_ix is None or self._writer_ix[0] != name:
-            ix = FileStorage(str(self._folder.root / name)).open_index(schema=make_schema())
+            ix = _Storage(str(self._folder.root / name)).open_index(schema=make_schema())
             self._writer_ix = (name, ix)
         return self._writer_ix[1]
 
@@ -277,29 +304,52 @@ class SearchIndex:
         for path in upserts:
             _check_path(path)
         docs = [to_document(path, text) for path, text in upserts.items()]  # analysis is outside the lock
+        small = sum(len(text) for text in upserts.values()) < _SMALL_UPDATE_BYTES
         with self._folder.write_lock(self._lock_timeout):
-            writer = self._write_index().writer(timeout=self._lock_timeout)
+            ix = self._write_index()
+            storage = ix.storage if isinstance(ix.storage, _Storage) else None
+            if storage is not None:
+                storage.scratch_in_memory = small
             try:
-                paths = [p for p in itertools.chain(deletes, upserts, [META_PATH]) if valid_utf8(p) == p]
-                doomed = self._docnums(writer, paths)
-                if doomed is None:
-                    with writer.searcher() as searcher:
-                        for path in paths:
-                            writer.delete_by_term(PATH, path, searcher=searcher)
-                else:
-                    for docnum in doomed:
-                        writer.delete_document(docnum)
-                for doc in docs:
-                    writer.add_document(**doc)
-                writer.add_document(**meta_document(version))
-            except BaseException:
-                writer.cancel()
-                raise
-            # No merging on the write path: merges of piled-up small segments made every ~5th update
-            # slow (p95 ~60 ms at 10k). `merge()` does it when the indexer is idle.
-            writer.commit(merge=False)
+                writer = ix.writer(timeout=self._lock_timeout)
+                generation = self._update(writer, version, docs, deletes, upserts)
+                assert self._writer_ix is not None
+                self._written = (self._writer_ix[0], generation, version)
+            finally:
+                if storage is not None:
+                    storage.scratch_in_memory = False
             self._unmerged += 1
             self._disk_bytes = self._folder.generation_bytes(self._writer_ix[0] if self._writer_ix else None)
+
+    def _update(
+        self,
+        writer: Any,
+        version: str,
+        docs: list[dict[str, Any]],
+        deletes: Iterable[str],
+        upserts: Mapping[str, str],
+    ) -> int:
+        """Delete, add and commit in `writer` (the writer lock held); the generation it committed."""
+        try:
+            paths = [p for p in itertools.chain(deletes, upserts, [META_PATH]) if valid_utf8(p) == p]
+            doomed = self._docnums(writer, paths)
+            if doomed is None:
+                with writer.searcher() as searcher:
+                    for path in paths:
+                        writer.delete_by_term(PATH, path, searcher=searcher)
+            else:
+                for docnum in doomed:
+                    writer.delete_document(docnum)
+            for doc in docs:
+                writer.add_document(**doc)
+            writer.add_document(**meta_document(version))
+        except BaseException:
+            writer.cancel()
+            raise
+        # No merging on the write path: merges of piled-up small segments made every ~5th update
+        # slow (p95 ~60 ms at 10k). `merge()` does it when the indexer is idle.
+        writer.commit(merge=False)
+        return int(writer.generation)
 
     def weight(self) -> int:
         """Roughly the memory this open index holds: Whoosh reads its segment files into memory
@@ -321,7 +371,12 @@ class SearchIndex:
             return False
         with self._folder.write_lock(self._lock_timeout):
             writer = self._write_index().writer(timeout=self._lock_timeout)
-            writer.commit(mergetype=_merge_tail if full else _merge_tiers)  # no new documents: only the merge runs
+            # No new documents: only the merge runs.
+            writer.commit(mergetype=_merge_tail if full else _merge_tiers)
+            written, name = self._written, self._writer_ix[0] if self._writer_ix else None
+            if written is not None and written[0] == name and written[1] == writer.generation - 1:
+                # Ours was the commit before: the version stays.
+                self._written = (written[0], int(writer.generation), written[2])
             self._unmerged = 0
             self._tiered = not full
             self._disk_bytes = self._folder.generation_bytes(self._writer_ix[0] if self._writer_ix else None)
@@ -366,7 +421,7 @@ class SearchIndex:
     ) -> None:
         name, path = self._folder.new_generation()
         try:
-            ix = FileStorage(str(path)).create_index(make_schema())
+            ix = _Storage(str(path)).create_index(make_schema())
             writer = ix.writer()
             count = 0
             seen: set[str] = set()
@@ -385,11 +440,13 @@ class SearchIndex:
                 writer.cancel()
                 raise
             writer.commit()
+            generation = int(writer.generation)
             self._folder.publish(name)
         except BaseException:
             self._folder.discard(path)
             raise
         self._writer_ix = (name, ix)
+        self._written = (name, generation, version)
         self._folder.remove_others(keep=name)
         self._disk_bytes = self._folder.generation_bytes(name)
         if progress is not None and count % _PROGRESS_EVERY:

@@ -74,6 +74,45 @@ def test_other_instance_sees_updates(tmp_path: Path) -> None:
         assert writer.paths().keys() == {"b.md", "c.md"}
 
 
+@pytest.mark.parametrize("limit", [1, 4 << 20])
+def test_updates_with_scratch_on_disk_or_in_memory_index_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
+    """An update smaller than the limit keeps Whoosh's scratch files in memory, a larger one on disk."""
+    import kbserver.index.engine as engine
+
+    monkeypatch.setattr(engine, "_SMALL_UPDATE_BYTES", limit)
+    with SearchIndex(tmp_path / "ix") as ix:
+        ix.update("v1", {f"n{i}.md": f"walrus {i} " + "kelp " * 50 for i in range(40)}, [])
+        ix.update("v2", {"n3.md": "otter"}, ["n4.md"])
+        assert ix.merge(full=False) and ix.indexed_version() == "v2"
+        assert ix.search("walrus", limit=100).total == 38 and ix.search("otter").total == 1
+        assert len(ix.paths()) == 39
+    assert [p.name for p in (tmp_path / "ix").rglob("*.tmp")] == []  # no scratch folder left
+
+
+def test_version_after_own_commits_and_after_another_instance_wrote(tmp_path: Path) -> None:
+    """indexed_version answers from this instance's last commit only while nothing else wrote since:
+    an update, a merge or a rebuild by another instance (another process) is seen at once."""
+    with SearchIndex(tmp_path / "ix") as one, SearchIndex(tmp_path / "ix") as other:
+        one.update("v1", {"a.md": "apple"}, [])
+        assert one.indexed_version() == "v1"
+        other.update("v2", {"b.md": "banana"}, [])
+        assert one.indexed_version() == "v2"
+        one.update("v3", {"c.md": "cherry"}, [])
+        assert one.merge() and one.indexed_version() == "v3"  # its own merge keeps its version
+        assert other.indexed_version() == "v3"
+        one.update("v4", {"d.md": "date"}, [])
+        other.update("v5", {"e.md": "elder"}, [])
+        assert one.merge() and one.indexed_version() == "v5"  # merged after the other's update
+        other.rebuild("v6", [("f.md", "fig")])
+        assert one.indexed_version() == "v6"
+        one.update("v7", {"g.md": "grape"}, [])  # into the rebuilt generation
+        assert other.indexed_version() == "v7" and one.indexed_version() == "v7"
+        one.rebuild("v8", [("h.md", "hazel")])
+        assert one.indexed_version() == "v8" and other.indexed_version() == "v8"
+
+
 def test_rebuild_replaces_everything_and_reports_progress(tmp_path: Path) -> None:
     seen: list[int] = []
     with SearchIndex(tmp_path / "ix") as ix:
