@@ -9,6 +9,7 @@ from mcp.server import CacheHint
 from mcp.server.auth.provider import TokenVerifier
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.inbound import X_MCP_HEADER_KEY
 from pydantic import AnyHttpUrl
 
 from kbserver import __version__
@@ -69,7 +70,46 @@ def build_server(
     register_resources(server, binding)
     for fn in extra_tools:
         server.add_tool(fn)
+    _skip_header_checks_of_plain_tools(server)
     return server
+
+
+def _mentions(node: object, key: str) -> bool:
+    """Whether any object anywhere in the JSON value `node` has the key `key`."""
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if key in item:
+                return True
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _skip_header_checks_of_plain_tools(server: MCPServer[Any]) -> None:
+    """Before every tools/call the SDK walks the tool's input schema twice for `x-mcp-header`
+    annotations, to check `Mcp-Param-*` headers against them (~1 ms of the event loop's CPU per call
+    here). No tool of ours declares one, and where a schema declares none the check passes whatever
+    the headers say; so the schema is handed to the check only when it mentions the keyword
+    anywhere (looked up once per schema), which leaves the check exactly as it was."""
+    lowlevel = getattr(server, "_lowlevel_server", None)
+    schema_of = getattr(lowlevel, "get_tool_input_schema", None)
+    if lowlevel is None or schema_of is None:
+        return  # another SDK version: leave its check alone
+    declares: dict[str, tuple[object, bool]] = {}
+
+    def input_schema(name: str) -> Any:
+        schema = schema_of(name)
+        if schema is None:
+            return None
+        known = declares.get(name)
+        if known is None or known[0] is not schema:
+            known = declares[name] = (schema, _mentions(schema, X_MCP_HEADER_KEY))
+        return schema if known[1] else None
+
+    lowlevel.get_tool_input_schema = input_schema
 
 
 def _name(fn: Callable[..., Any]) -> str:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import pytest
 import uvicorn
@@ -23,11 +24,13 @@ def anyio_backend() -> str:
 class _Uvicorn:
     """The whole app (create_app) served by a real uvicorn in a thread, on a free loopback port."""
 
-    def __init__(self, settings: Settings, services: Services) -> None:
+    def __init__(
+        self, settings: Settings, services: Services, extra_tools: Sequence[Callable[..., Any]] = ()
+    ) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
         config = uvicorn.Config(
-            create_app(settings, services),
+            create_app(settings, services, mcp_extra_tools=extra_tools),
             host="127.0.0.1",
             port=port,
             log_level="warning",

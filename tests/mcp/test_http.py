@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
+from pydantic import Field
 
+from kbserver.config import Settings
 from kbserver.core.model import WriteRequest
 from kbserver.mcp import RUN_TOOL_NAMES, TOOL_NAMES
 from kbserver.mcp.http import transport_security
@@ -16,6 +18,7 @@ from kbserver.services import Services, kbs, writes
 from kbserver.services.auth import ADMIN, caller_for
 from tests.helpers import ADMIN_TOKEN, make_agent
 from tests.mcp.clients import error, http_client, ok
+from tests.mcp.conftest import _Uvicorn
 
 pytestmark = pytest.mark.anyio
 
@@ -251,3 +254,43 @@ async def test_tool_error_json_on_the_wire(http_url: str, agent: dict[str, str])
         assert result["isError"] is True and result["content"][0]["text"].startswith("not_found: ")
         assert result["structuredContent"]["error"]["code"] == "not_found"
         await hc.delete("/mcp", headers={**headers, **session})
+
+
+def region_echo(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+    """Echoes its region (a tool whose argument a client mirrors into an Mcp-Param-Region header)."""
+    return region
+
+
+def _call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    params = {"name": name, "arguments": arguments, "_meta": meta}
+    return {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+
+
+async def test_mcp_param_headers_checked_where_a_tool_declares_them(
+    settings: Settings, services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    """The SDK checks Mcp-Param-* headers against the tool's x-mcp-header declarations; kbserver hands
+    it the schema only of tools that declare one (the walk cost ~1 ms a call), so a declared header
+    that disagrees is still refused, and headers on a tool without declarations change nothing."""
+    server = _Uvicorn(settings, services, extra_tools=[region_echo]).start()
+    modern = {**MCP_HEADERS, **agent, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call"}
+    try:
+        async with httpx2.AsyncClient(base_url=server.url) as hc:
+            headers = {**modern, "Mcp-Name": "region_echo"}
+            declared = _call("region_echo", {"region": "eu"})
+            r = await hc.post("/mcp", json=declared, headers={**headers, "Mcp-Param-Region": "us"})
+            assert r.status_code == 400 and "Mcp-Param-Region header does not match" in r.text, r.text
+            r = await hc.post("/mcp", json=declared, headers=headers)  # declared but missing
+            assert r.status_code == 400 and "Mcp-Param-Region header is missing" in r.text, r.text
+            r = await hc.post("/mcp", json=declared, headers={**headers, "Mcp-Param-Region": "eu"})
+            assert r.status_code == 200 and "error" not in r.json(), r.text
+            headers = {**modern, "Mcp-Name": "search_context"}
+            plain = _call("search_context", {"kb": kb, "query": "anything"})
+            r = await hc.post("/mcp", json=plain, headers={**headers, "Mcp-Param-Query": "else"})
+            assert r.status_code == 200 and "error" not in r.json(), r.text
+    finally:
+        server.stop()
