@@ -44,7 +44,7 @@ __all__ = [
 WINDOW_DAYS = 30  # the chart: today (UTC) and the 29 days before it
 WEEK_DAYS = 7  # the week page: today and the 6 days before it
 MAX_WALK = 20_000  # versions one walk looks at, at most (`complete` is False past it)
-MAX_LISTED = 200  # files of each kind (added, changed, deleted) a week lists
+MAX_LISTED = 100  # files of each kind (added, changed, deleted) a week lists
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from kbserver.web.session import require_admin
 __all__ = ["FILE_SCAN", "PER_FOLDER", "file_page", "files_page", "kb_list", "search_page"]
 
 PER_FOLDER = 100  # files a KB page lists in each folder (a link pages through the rest)
-FILE_SCAN = 300  # versions of main a file's page looks at for its history (a link looks further)
+FILE_SCAN = 100  # versions of main a file's page looks at for its history (a link looks further)
 
 
 async def kb_list(request: Request) -> Response:
