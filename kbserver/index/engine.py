@@ -19,6 +19,7 @@ from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.reading import SegmentReader
 
 from kbserver.index.arrays import collect_arrays, doc_ids
+from kbserver.index.bulk import BulkWriter
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
 from kbserver.index.names import install as _install_names
@@ -422,7 +423,7 @@ class SearchIndex:
         name, path = self._folder.new_generation()
         try:
             ix = _Storage(str(path)).create_index(make_schema())
-            writer = ix.writer()
+            writer = BulkWriter(ix)
             count = 0
             seen: set[str] = set()
             try:

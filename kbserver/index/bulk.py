@@ -1,0 +1,152 @@
+"""The writer of a rebuild: one Whoosh segment from many documents, with the costs of a bulk build cut.
+
+The postings and files it writes are those of Whoosh's own SegmentWriter (the rebuild tests compare
+searches of both); only how they are computed changes:
+- the postings are kept per term as they come (documents arrive in number order, so each term's
+  list is already sorted); Whoosh's pool estimates the size of every posting, sorts all of them,
+  and past 128 MB pickles them to runs on disk and merges those back;
+- they are written term by term, a block at a time (index/private.py's pinned Whoosh), with each
+  field's lengths read once: Whoosh's add_postings reads the field length of every posting's
+  document back from the new segment and adds the postings one call each.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from whoosh.writing import SegmentWriter
+
+__all__ = ["BulkWriter"]
+
+_Posting = tuple[str, bytes, int, float, bytes | None]
+
+
+class _TermPool:
+    """The writer's posting pool, in memory: per (field, term bytes), a flat list of docnum, weight,
+    encoded value for each document holding it, in document order (documents arrive in order)."""
+
+    def __init__(self) -> None:
+        self.terms: dict[tuple[str, bytes], list[Any]] = {}
+
+    def add(self, item: _Posting) -> None:  # what SegmentWriter's other methods would call
+        fieldname, btext, docnum, weight, vbytes = item
+        flat = self.terms.get((fieldname, btext))
+        if flat is None:
+            self.terms[(fieldname, btext)] = [docnum, weight, vbytes]
+        else:
+            flat += (docnum, weight, vbytes)
+
+    def cleanup(self) -> None:
+        self.terms.clear()
+
+
+class BulkWriter(SegmentWriter):  # type: ignore[misc]
+    """A SegmentWriter for a new, empty index (no deletions, no merges), as `ix.writer()` gives."""
+
+    def __init__(self, ix: Any) -> None:
+        super().__init__(ix)
+        whooshs: Any = self.pool
+        whooshs.cleanup()
+        self.pool: Any = _TermPool()
+        self._tables: dict[str, list[int]] = {}
+
+    def add_document(self, **fields: Any) -> None:
+        """SegmentWriter.add_document for fields without spelling or vectors (kbserver's schema),
+        the postings added to the pool's lists without a tuple and a method call each."""
+        self._check_state()
+        perdocwriter = self.perdocwriter
+        schema = self.schema
+        docnum = self.docnum
+        terms = self.pool.terms
+        docboost = self._doc_boost(fields)
+        fieldnames = sorted(name for name in fields if not name.startswith("_"))
+        self._check_fields(schema, fieldnames)
+        perdocwriter.start_doc(docnum)
+        try:
+            for fieldname in fieldnames:
+                value = fields.get(fieldname)
+                if value is None:
+                    continue
+                field = schema[fieldname]
+                if field.vector or field.separate_spelling():
+                    raise ValueError(f"BulkWriter cannot index field {fieldname!r} (vectors, spelling)")
+                length = 0
+                if field.indexed:
+                    fieldboost = self._field_boost(fields, fieldname, docboost)
+                    scorable = field.scorable
+                    for btext, freq, weight, vbytes in field.index(value):
+                        if scorable:
+                            length += freq
+                        flat = terms.get((fieldname, btext))
+                        if flat is None:
+                            terms[(fieldname, btext)] = [docnum, weight * fieldboost, vbytes]
+                        else:
+                            flat += (docnum, weight * fieldboost, vbytes)
+                stored = fields.get(f"_stored_{fieldname}", value)
+                perdocwriter.add_field(fieldname, field, stored if field.stored else None, length)
+                column = field.column_type
+                if column and stored is not None:
+                    perdocwriter.add_column_value(fieldname, column, field.to_column_value(stored))
+        except Exception:
+            perdocwriter.cancel_doc()
+            raise
+        perdocwriter.finish_doc()
+        self._added = True
+        self.docnum += 1
+
+    def _flush_segment(self) -> None:
+        """SegmentWriter._flush_segment, the postings written term by term, a block at a time, with
+        each field's lengths read once (FieldWriter.add_postings reads one per posting)."""
+        self.perdocwriter.close()
+        reader = self.per_document_reader() if self.codec.length_stats else None
+        writer = self.fieldwriter
+        terms = self.pool.terms
+        current = None
+        lengths: list[int] = []
+        for key in sorted(terms):
+            fieldname, btext = key
+            if fieldname != current:
+                if current is not None:
+                    writer.finish_field()
+                writer.start_field(fieldname, self.schema[fieldname])
+                current = fieldname
+                lengths = self._lengths(reader, fieldname)
+            writer.start_term(btext)
+            _add_postings(writer._postwriter, terms.pop(key), lengths)
+            writer.finish_term()
+        if current is not None:
+            writer.finish_field()
+        writer.close()
+        if reader is not None:
+            reader.close()
+
+    def _lengths(self, reader: Any, fieldname: str) -> list[int]:
+        if reader is None:
+            return [0] * self.docnum
+        read = reader.doc_field_length
+        return [read(n, fieldname, 0) for n in range(self.docnum)]
+
+
+def _add_postings(postings: Any, flat: list[Any], lengths: list[int]) -> None:
+    """W3PostingsWriter.add_posting for each (docnum, weight, value) of `flat`, a block at a time:
+    the same buffered ids, weights, values and block statistics, a full block written before the
+    next posting is added."""
+    ids, weights, values = flat[0::3], flat[1::3], flat[2::3]
+    limit = postings._blocklimit
+    for start in range(0, len(ids), limit):
+        if start:
+            postings._write_block()
+        block = ids[start : start + limit]
+        postings._ids.extend(block)
+        top = max(weights[start : start + limit])
+        postings._weights.extend(weights[start : start + limit])
+        if top > postings._maxweight:
+            postings._maxweight = top
+        postings._values.extend(v for v in values[start : start + limit] if v)
+        held = [n for n in (lengths[d] for d in block) if n]
+        if held:
+            low, high = min(held), max(held)
+            if postings._minlength is None or low < postings._minlength:
+                postings._minlength = low
+            if high > postings._maxlength:
+                postings._maxlength = high
