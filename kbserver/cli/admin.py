@@ -6,9 +6,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
+from kbserver.cli.bars import memory_peak_mb
 from kbserver.cli.context import closing, progress_bar, progress_bars, services_of
 from kbserver.core.errors import AlreadyExists
 from kbserver.services import agents, files, health, kbs, proposals, search
@@ -203,9 +205,13 @@ def reindex(args: argparse.Namespace) -> int:
         slugs = [args.slug] if args.slug else kbs.slugs(services, ADMIN)
         for slug in slugs:
             kbs.describe(services, ADMIN, slug)  # NotFound for an unknown slug
+            started = time.monotonic()
             with progress_bars() as bars:
                 version = search.reindex(services, ADMIN, slug, _labelled(bars, slug))
-            print(f"{slug}: index rebuilt at version {version}")
+            print(
+                f"{slug}: index rebuilt at version {version} in {time.monotonic() - started:.1f} s"
+                f" (memory peak {memory_peak_mb():.0f} MB)"
+            )
     return 0
 
 

@@ -3,60 +3,16 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import os
-from collections.abc import Callable, Iterator
 
 from kbserver import logs
+from kbserver.cli.bars import progress_bar, progress_bars
 from kbserver.config import Settings
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.services import Services
 from kbserver.wiring import open_services
 
 __all__ = ["closing", "progress_bar", "progress_bars", "services_of", "settings_of"]
-
-
-@contextlib.contextmanager
-def progress_bars() -> Iterator[Callable[[str, int, int | None], None]]:
-    """Progress bars on stderr (rich), one per label, each added when its first count arrives.
-
-    On a terminal they redraw in place; when stderr is a file or a pipe (a log) nothing is
-    redrawn: rich prints the final state once, a plain line per bar, and only when the command
-    succeeded.
-    """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True)) as shown:
-        tasks: dict[str, TaskID] = {}
-
-        def update(label: str, done: int, total: int | None) -> None:
-            if label not in tasks:
-                tasks[label] = shown.add_task(label, total=total)
-            shown.update(tasks[label], completed=done, total=total)
-
-        try:
-            yield update
-        except BaseException:
-            # A refused command prints only its one `error: CODE: MESSAGE` line: no final bar.
-            shown.live.transient = True
-            if not shown.console.is_terminal:
-                shown.console.file = io.StringIO()
-            raise
-
-
-@contextlib.contextmanager
-def progress_bar(label: str, total: int | None = None) -> Iterator[Callable[..., None]]:
-    """One progress bar (see `progress_bars`), shown from the start."""
-    with progress_bars() as bars:
-
-        def update(done: int, of: int | None = None) -> None:
-            bars(label, done, of if of is not None else total)
-
-        update(0)
-        yield update
 
 
 def settings_of(args: argparse.Namespace, **options: object) -> Settings:

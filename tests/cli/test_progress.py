@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import pty
+import re
 import shutil
 import subprocess
 import sys
@@ -108,3 +109,49 @@ def test_reindex_shows_the_embedding_of_memories_too(folders: dict[str, str]) ->
     assert "indexing imp" in bars[0] and "44/44" in bars[0], bars  # 40 notes, 3 memories, README
     assert "embedding imp" in bars[1] and "3/3" in bars[1], bars
     assert "index rebuilt" in proc.stdout
+
+
+def test_a_log_gets_plain_status_lines_while_it_runs() -> None:
+    """Not a terminal: a plain line per bar as it goes (done/total, share, rate, time left), no
+    redraws; the final state once, when the command succeeds. `every=0`: a line per update."""
+    import io
+
+    from kbserver.cli.bars import progress_bars, status_line
+
+    log = io.StringIO()
+    with progress_bars(log, every=0.0) as update:
+        for done in range(0, 101, 20):
+            update("indexing kb", done, 100)
+    text = log.getvalue()
+    assert "\r" not in text and "\x1b" not in text
+    lines = text.splitlines()
+    plain = [line for line in lines if line.startswith("indexing kb: ")]
+    assert [line.split(" ")[2] for line in plain] == ["20/100", "40/100", "60/100", "80/100"], lines
+    assert all("/s" in line and "left" in line for line in plain), plain
+    assert len([line for line in lines if "━" in line]) == 1 and "100/100" in lines[-1], lines
+
+    refused = io.StringIO()
+    with pytest.raises(RuntimeError), progress_bars(refused, every=0.0) as update:
+        update("indexing kb", 0, 10)
+        raise RuntimeError("refused")
+    assert "━" not in refused.getvalue()
+
+    assert status_line("x", 50, 200, 10.0) == "x: 50/200 (25%), 5/s, about 30s left"
+    assert status_line("x", 7, None, 2.0) == "x: 7, 4/s"
+    assert status_line("x", 3000, 3000, 1.0) == "x: 3000/3000 (100%), 3,000/s"
+
+
+def test_reindex_reports_its_time_and_memory_peak(folders: dict[str, str]) -> None:
+    imported = subprocess.run(
+        _args(["import", "imp", "{src}"], folders), capture_output=True, text=True, env=_env(), timeout=120
+    )
+    assert imported.returncode == 0, imported.stderr
+    proc = subprocess.run(
+        _args(["reindex", "imp"], folders), capture_output=True, text=True, env=_env(), timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    match = re.search(
+        r"imp: index rebuilt at version [0-9a-f]{40} in [0-9.]+ s \(memory peak (\d+) MB\)", proc.stdout
+    )
+    assert match is not None, proc.stdout
+    assert 20 < int(match.group(1)) < 4000  # a Python process with kbserver loaded: tens of MB at least
