@@ -66,3 +66,18 @@ def test_a_files_history_looks_at_the_newest_versions_and_links_further(
     monkeypatch.setattr(browse, "FILE_SCAN", 10)
     page = client.get("/admin/kbs/notes/files/old.md").text
     assert f"/admin/kbs/notes/versions/{made}" in page and "Older versions of this file" not in page
+
+
+def test_a_week_lists_its_first_files_of_each_kind_and_says_how_many_more(
+    web: tuple[TestClient, str], services: Services, kb: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbserver.services import activity
+
+    client, _ = web
+    make_agent(services, "bob", {kb: "read_write"})
+    _write(services, kb, "a.md", "b.md", "c.md")
+    monkeypatch.setattr(activity, "MAX_LISTED", 2)
+    page = client.get("/admin/kbs/notes/week").text
+    assert re.findall(r'<li data-path="([^"]+)"', page) == ["README.md", "a.md"]
+    assert 'Files added <span class="small">(4)</span>' in page
+    assert "2 more not listed; the KB began this week" in page
