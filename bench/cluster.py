@@ -5,14 +5,18 @@ folders, and HAProxy with deploy/haproxy.cfg in front (tests/cluster/harness.py)
 one run, side by side:
 - writes/s through the balancer, 1 node vs 3 nodes, with the writers on distinct KBs and on one KB;
 - each node's index lag (a write acknowledged -> that node's search covers it), p50/p95;
-- requests that failed (no retry) while node2 was SIGKILLed and restarted, of all sent.
+- requests that failed (no retry) while node2 was SIGKILLed and restarted, of all sent;
+- where the CPU went while writing to distinct KBs: ms of CPU per acknowledged write of each
+  process (each node's server and its follower child, HAProxy, PostgreSQL, this client), from
+  /proc (utime + stime), and the cores all of them kept busy.
 
-    python -m bench.cluster [--writers 12] [--seconds 6]
+    python -m bench.cluster [--writers 12] [--seconds 6] [--set KBSERVER_X=value ...] [--only distinct]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -29,12 +33,62 @@ TOKEN = "bench-admin-token"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
-def start(folder: Path, url: str, count: int) -> tuple[list[Node], Balancer]:
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds so far) of a live process, from /proc/PID/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _descendants(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (st := _stat(int(entry.name))) is not None:
+            parents[int(entry.name)] = st[0]
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, parent in parents.items() if parent == pid]
+        found += kids
+        todo += kids
+    return found
+
+
+def _cpu(pids: list[int]) -> float:
+    return sum(st[1] for pid in pids if (st := _stat(pid)) is not None)
+
+
+def cpu_snapshot(nodes: list[Node], balancer: Balancer, pg: PostgresServer) -> dict[str, float]:
+    """CPU seconds so far of each process of the run (a process that ended meanwhile is not counted)."""
+    out: dict[str, float] = {}
+    for node in nodes:
+        assert node.proc is not None
+        out[f"{node.name} server"] = _cpu([node.proc.pid])
+        out[f"{node.name} follower"] = _cpu(_descendants(node.proc.pid))
+    assert balancer.proc is not None
+    out["haproxy"] = _cpu([balancer.proc.pid])
+    postmaster = int(Path(pg.pgdata, "postmaster.pid").read_text().split()[0])
+    out["postgres"] = _cpu([postmaster, *_descendants(postmaster)])
+    out["bench client"] = _cpu([os.getpid()])
+    return out
+
+
+def start(folder: Path, url: str, count: int, extra: dict[str, str]) -> tuple[list[Node], Balancer]:
     data, logs = folder / "data", folder / "logs"
     logs.mkdir(parents=True)
     lb_port = free_port()
     nodes = [
-        Node(f"node{n}", data, logs, node_env(url, str(folder / f"cache{n}"), TOKEN, f"127.0.0.1:{lb_port}"))
+        Node(
+            f"node{n}",
+            data,
+            logs,
+            {**node_env(url, str(folder / f"cache{n}"), TOKEN, f"127.0.0.1:{lb_port}"), **extra},
+        )
         for n in range(1, count + 1)
     ]
     migrate(data, nodes[0].env)
@@ -114,7 +168,10 @@ def main() -> None:
     ap.add_argument("--writers", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--lag-samples", type=int, default=30)
+    ap.add_argument("--set", action="append", default=[], help="KBSERVER_X=value for every node")
+    ap.add_argument("--only", choices=["distinct"], help="measure writes/s on distinct KBs only")
     args = ap.parse_args()
+    extra = dict(item.split("=", 1) for item in args.set)
     bindir = find_bindir()
     if bindir is None:
         raise SystemExit("needs PostgreSQL's binaries: apt-get install -y postgresql")
@@ -122,23 +179,31 @@ def main() -> None:
     rows: dict[str, dict[str, str]] = {}
     lags: dict[str, list[float]] = {}
     outage = ""
+    cpu: dict[int, tuple[dict[str, float], int, float]] = {}  # nodes -> (CPU s per process, writes, s)
     try:
         for count in (1, 3):
             with tempfile.TemporaryDirectory(prefix=f"kb-cluster-{count}-") as tmp:
-                nodes, balancer = start(Path(tmp), pg.database(), count)
+                nodes, balancer = start(Path(tmp), pg.database(), count, extra)
                 try:
                     slugs = [f"kb{n}" for n in range(6)]
                     for slug in [*slugs, "one"]:
                         httpx.post(
                             f"{balancer.url}/api/v1/kbs", json={"slug": slug}, headers=AUTH, timeout=60
                         )
+                    before, t0 = cpu_snapshot(nodes, balancer, pg), time.monotonic()
                     distinct, _ = writes_per_second(balancer.url, slugs, args.writers, args.seconds, "d")
-                    one, _ = writes_per_second(balancer.url, ["one"], args.writers, args.seconds, "o")
+                    wall = time.monotonic() - t0
+                    after = cpu_snapshot(nodes, balancer, pg)
+                    used = {name: after[name] - before.get(name, 0.0) for name in after}
+                    cpu[count] = (used, int(distinct * wall), wall)
+                    one = 0.0
+                    if args.only is None:
+                        one, _ = writes_per_second(balancer.url, ["one"], args.writers, args.seconds, "o")
                     rows[f"{count} node{'s' if count > 1 else ''}"] = {
                         "distinct": f"{distinct:.1f}",
                         "one": f"{one:.1f}",
                     }
-                    if count == 3:
+                    if count == 3 and args.only is None:
                         lags = index_lag(balancer.url, nodes, "kb0", args.lag_samples)
                         outage = _outage(balancer.url, nodes[1], slugs, args.writers, args.seconds)
                 finally:
@@ -152,11 +217,13 @@ def main() -> None:
     for name, row in rows.items():
         print(f"| {name} | {row['distinct']} | {row['one']} |")
     base, three = rows["1 node"], rows["3 nodes"]
-    print(
-        f"| ratio 3/1 | {float(three['distinct']) / float(base['distinct']):.2f}x "
-        f"| {float(three['one']) / float(base['one']):.2f}x |"
-    )
+    one_ratio = float(three["one"]) / float(base["one"]) if float(base["one"]) else 0.0
+    print(f"| ratio 3/1 | {float(three['distinct']) / float(base['distinct']):.2f}x | {one_ratio:.2f}x |")
     print()
+    print_cpu(cpu)
+    print()
+    if args.only is not None:
+        return
     print("| node | index lag p50 ms | p95 ms |")
     print("| --- | --- | --- |")
     for name, values in lags.items():
@@ -164,6 +231,23 @@ def main() -> None:
         print(f"| {name} | {statistics.median(values):.1f} | {p95:.1f} |")
     print()
     print(outage)
+
+
+def print_cpu(cpu: dict[int, tuple[dict[str, float], int, float]]) -> None:
+    """Where the CPU went while writing to distinct KBs: ms per acknowledged write, per process."""
+    print("| process | " + " | ".join(f"{n} node{'s' if n > 1 else ''}: CPU ms/write" for n in cpu) + " |")
+    print("| --- |" + " --- |" * len(cpu))
+    names = list(dict.fromkeys(name for used, _, _ in cpu.values() for name in used))
+    for name in names:
+        cells = [
+            f"{used[name] * 1000 / max(writes, 1):.2f}" if name in used else ""
+            for used, writes, _ in cpu.values()
+        ]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    totals = [f"{sum(used.values()) * 1000 / max(writes, 1):.2f}" for used, writes, _ in cpu.values()]
+    print("| all | " + " | ".join(totals) + " |")
+    cores = [f"{sum(used.values()) / wall:.2f}" for used, _, wall in cpu.values()]
+    print("| cores busy | " + " | ".join(cores) + " |")
 
 
 def _outage(url: str, victim: Node, slugs: list[str], writers: int, seconds: float) -> str:
