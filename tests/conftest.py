@@ -26,6 +26,18 @@ def settings(tmp_path: Path) -> Settings:
     return Settings(data=tmp_path / "data", admin_token=ADMIN_TOKEN, sample=False, index_poll_seconds=0.2)
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def settings_on_both_stores(request: pytest.FixtureRequest, tmp_path: Path) -> Settings:
+    """`settings`, once with the SQLite control store and once with PostgreSQL (a fresh database).
+
+    A test module runs on both by overriding `settings` with this fixture (tests/services/test_auth.py).
+    """
+    url = request.getfixturevalue("postgres_url") if request.param == "postgres" else None
+    return Settings(
+        data=tmp_path / "data", admin_token=ADMIN_TOKEN, sample=False, index_poll_seconds=0.2, control_url=url
+    )
+
+
 @pytest.fixture
 def services(settings: Settings) -> Iterator[Services]:
     svc = open_services(settings.data, settings.options())

@@ -6,12 +6,20 @@ from __future__ import annotations
 import concurrent.futures
 from typing import Any
 
+import pytest
 from starlette.testclient import TestClient
 
+from kbserver.config import Settings
 from kbserver.services import Services
 from tests.helpers import git_fsck, make_agent, state
 
 APPEND = {"path": "log.md", "mode": "append", "content": "one line\n"}
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def _write(

@@ -10,8 +10,15 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
+from kbserver.config import Settings
 from kbserver.services import Services
 from tests.helpers import git_fsck, make_agent, state
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def write(client: TestClient, kb: str, headers: dict[str, str], *files: dict[str, Any], **extra: Any) -> Any:
@@ -83,7 +90,7 @@ def test_expired_runs_are_gone(
     client: TestClient, services: Services, kb: str, agent: dict[str, str]
 ) -> None:
     run_id = client.post("/api/v1/runs", json={}, headers=agent).json()["id"]
-    with services.control._tx() as db:  # age the run past its expiry
+    with services.control._write() as db:  # type: ignore[attr-defined]  # age the run past its expiry
         db.execute("UPDATE runs SET expires = 0 WHERE id = ?", (run_id,))
     r = client.get(f"/api/v1/runs/{run_id}/kbs/{kb}/files", headers=agent)
     assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")

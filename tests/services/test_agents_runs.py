@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound, Unauthorized
 from kbserver.core.model import WriteRequest, WriteResult
 from kbserver.services import Services, agents, kbs, runs, writes
 from kbserver.services.auth import ADMIN, authenticate, caller_for
 from tests.helpers import ADMIN_TOKEN
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def test_the_admin_manages_agents_their_tool_sets_and_links(services: Services, kb: str) -> None:

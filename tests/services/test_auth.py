@@ -4,11 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.errors import Forbidden, NotFound, Unauthorized
 from kbserver.services import Services, agents, kbs
 from kbserver.services.auth import ADMIN, authenticate, caller_for, permission, require_read, require_write
 
 ADMIN_TOKEN = "the-admin-token"
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def test_tokens_name_their_caller(services: Services, kb: str) -> None:

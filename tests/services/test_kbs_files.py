@@ -9,11 +9,18 @@ from pathlib import Path
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound, SecretDetected, TooLarge
 from kbserver.core.model import WriteRequest, WriteResult
 from kbserver.services import Services, files, health, kbs, writes
 from kbserver.services.auth import ADMIN, caller_for
 from tests.helpers import git_fsck, make_agent, state
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def _write(services: Services, slug: str, *changes: dict[str, str]) -> str:

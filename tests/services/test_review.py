@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, NotFound, Stale
 from kbserver.core.model import WriteRequest, WriteResult
 from kbserver.services import Services, files, review, runs, writes
 from kbserver.services.auth import ADMIN, caller_for
 from kbserver.services.models import EditConflict, KBOverview, ProposalAccepted
 from tests.helpers import git_fsck, make_agent, state
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def _write(services: Services, slug: str, who: str | None, *changes: dict[str, str]) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, TooLarge
 from kbserver.core.model import Create, WriteResult
 from kbserver.services import Services, agents, kbs, versions
@@ -14,6 +15,12 @@ from kbserver.services.models import ProposalAccepted
 from kbserver.services.session import AgentSession, start_run
 from kbserver.services.toolsets import TOOL_SETS, check_tool_sets, tools_of
 from tests.helpers import state
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def _agent(services: Services, name: str, links: dict[str, str]) -> None:

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, Forbidden, NotFound, Stale
 from kbserver.core.model import Append, WriteRequest, WriteResult
 from kbserver.services import Services, agents, runs, versions, writes
 from kbserver.services.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
 from tests.helpers import git_fsck, state
+
+
+@pytest.fixture
+def settings(settings_on_both_stores: Settings) -> Settings:
+    """Every test here runs on both control stores (SQLite and PostgreSQL)."""
+    return settings_on_both_stores
 
 
 def _req(*files: object, run_id: str | None = None) -> WriteRequest:
