@@ -18,6 +18,7 @@ from whoosh.writing import SegmentWriter
 
 __all__ = ["BulkWriter"]
 
+_SHARED_VALUE = 16  # encoded values up to this size are shared (one object per distinct value)
 _Posting = tuple[str, bytes, int, float, bytes | None]
 
 
@@ -48,7 +49,8 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
         whooshs: Any = self.pool
         whooshs.cleanup()
         self.pool: Any = _TermPool()
-        self._tables: dict[str, list[int]] = {}
+        self._weights: dict[float, float] = {}
+        self._values: dict[bytes, bytes] = {}
 
     def add_document(self, **fields: Any) -> None:
         """SegmentWriter.add_document for fields without spelling or vectors (kbserver's schema),
@@ -58,6 +60,7 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
         schema = self.schema
         docnum = self.docnum
         terms = self.pool.terms
+        weights, values = self._weights, self._values
         docboost = self._doc_boost(fields)
         fieldnames = sorted(name for name in fields if not name.startswith("_"))
         self._check_fields(schema, fieldnames)
@@ -77,11 +80,16 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
                     for btext, freq, weight, vbytes in field.index(value):
                         if scorable:
                             length += freq
+                        # One object per distinct weight and short value: ~10M postings at 100k
+                        # notes, most of them a frequency of 1 at one of a few thousand positions.
+                        weight = weights.setdefault(weight * fieldboost, weight * fieldboost)
+                        if len(vbytes) <= _SHARED_VALUE:
+                            vbytes = values.setdefault(vbytes, vbytes)
                         flat = terms.get((fieldname, btext))
                         if flat is None:
-                            terms[(fieldname, btext)] = [docnum, weight * fieldboost, vbytes]
+                            terms[(fieldname, btext)] = [docnum, weight, vbytes]
                         else:
-                            flat += (docnum, weight * fieldboost, vbytes)
+                            flat += (docnum, weight, vbytes)
                 stored = fields.get(f"_stored_{fieldname}", value)
                 perdocwriter.add_field(fieldname, field, stored if field.stored else None, length)
                 column = field.column_type
