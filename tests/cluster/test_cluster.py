@@ -394,3 +394,38 @@ def test_an_mcp_client_with_a_session_sticks_to_its_node(cluster: Cluster) -> No
         return outcomes
 
     assert asyncio.run(calls()) == [True] * 12
+
+
+def test_the_balancer_sends_each_kbs_requests_to_one_node(cluster: Cluster) -> None:
+    """KB affinity: /api/v1/kbs/<slug>/... hashes to one node (its writes share a group commit); with
+    that node gone, another serves the KB (the hash moves only the lost node's KBs)."""
+    slugs = [f"aff{n}" for n in range(6)]
+    with httpx.Client(base_url=cluster.balancer.url, timeout=60) as http:
+        for slug in slugs:
+            assert http.post("/api/v1/kbs", json={"slug": slug}, headers=ADMIN).status_code == 201
+        for slug in slugs:  # a KB's writes one after another: round robin would spread each over nodes
+            for n in range(4):
+                body = {"files": [{"path": f"f{n}.md", "mode": "create", "content": f"{slug} {n}\n"}]}
+                assert http.post(f"/api/v1/kbs/{slug}/write", json=body, headers=ADMIN).status_code == 200
+
+    def served(slug: str) -> dict[str, int]:
+        line = f"/api/v1/kbs/{slug}/write"
+        counts = {node.name: node.log.read_text(errors="replace").count(line) for node in cluster.nodes}
+        return {name: count for name, count in counts.items() if count}
+
+    homes = {slug: served(slug) for slug in slugs}
+    assert all(len(home) == 1 for home in homes.values()), homes  # each KB logged by one node only
+    assert len({next(iter(home)) for home in homes.values()}) > 1, homes  # KBs spread over nodes
+
+    slug = slugs[0]
+    home = next(node for node in cluster.nodes if node.name in homes[slug])
+    home.kill()
+    body = {"files": [{"path": "after.md", "mode": "create", "content": "after the node died\n"}]}
+    deadline = time.monotonic() + 60
+    with httpx.Client(base_url=cluster.balancer.url, timeout=60) as http:
+        while True:  # until the balancer's health checks take the dead node out (about 2 s)
+            status = http.post(f"/api/v1/kbs/{slug}/write", json=body, headers=ADMIN).status_code
+            if status == 200:
+                break
+            assert status in (502, 503) and time.monotonic() < deadline, status
+            time.sleep(0.2)
