@@ -85,17 +85,6 @@ class _Storage(FileStorage):  # type: ignore[misc]
         return RamStorage() if self.scratch_in_memory else super().temp_storage(name)
 
 
-def _fold(writer: Any, segments: list[Any], keep: list[Any]) -> list[Any]:
-    """Merge every segment of `segments` not in `keep` into the writer's new segment; `keep` stays."""
-    kept = {id(seg) for seg in keep}
-    for seg in segments:
-        if id(seg) not in kept:
-            reader = SegmentReader(writer.storage, writer.schema, seg)
-            writer.add_reader(reader)
-            reader.close()
-    return keep
-
-
 def _merge_tail(writer: Any, segments: list[Any]) -> list[Any]:
     """Whoosh merge policy: fold every segment but a dominant largest one into one new segment.
 
@@ -105,31 +94,14 @@ def _merge_tail(writer: Any, segments: list[Any]) -> list[Any]:
     ordered = sorted(segments, key=lambda seg: seg.doc_count_all(), reverse=True)
     total = sum(seg.doc_count_all() for seg in ordered)
     keep = ordered[:1] if ordered and ordered[0].doc_count_all() * 2 >= total else []
-    if len(ordered) - len(keep) < 2:
+    rest = ordered[len(keep) :]
+    if len(rest) < 2:
         return segments
-    return _fold(writer, segments, keep)
-
-
-def _merge_tiers(writer: Any, segments: list[Any]) -> list[Any]:
-    """Whoosh merge policy while commits stream in: fold the smallest segments, and each next larger
-    one no bigger than those taken so far, into one new segment; the larger ones stay.
-
-    Merged segments grow geometrically, so a document is rewritten about log2(n) times over n
-    one-document commits (the tail policy rewrote the growing tail at every merge: quadratic, 23%
-    of the follower's CPU over a burst of 300 writes), and at most ~log2(n) segments are left.
-    Once commits pause, `_merge_tail` leaves at most two.
-    """
-    ordered = sorted(segments, key=lambda seg: seg.doc_count_all())
-    taken = 0
-    count = 0
-    for seg in ordered:
-        if count >= 2 and seg.doc_count_all() > taken:
-            break
-        taken += seg.doc_count_all()
-        count += 1
-    if count < 2:
-        return segments
-    return _fold(writer, segments, ordered[count:])
+    for seg in rest:
+        reader = SegmentReader(writer.storage, writer.schema, seg)
+        writer.add_reader(reader)
+        reader.close()
+    return keep
 
 
 def _has(reader: Any) -> Callable[[str, str], bool]:
@@ -188,7 +160,6 @@ class SearchIndex:
         self._writer_ix: tuple[str, Any] | None = None
         self._closed = False
         self._unmerged = 0  # updates committed without merging since the last merge()
-        self._tiered = False  # the last merge was a partial one (more than two segments may be left)
         # (generation folder, Whoosh generation, version) of this object's last commit: while the
         # index is still at that commit, its version needs no searcher (indexed_version).
         self._written: tuple[str, int, str | None] | None = None
@@ -362,24 +333,18 @@ class SearchIndex:
         """Updates this process committed since the last merge()."""
         return self._unmerged
 
-    def merge(self, *, full: bool = True) -> bool:
-        """Merge the small segments that updates left; True if it ran.
-
-        `full`: into one beside the bulk (at most two segments left). Not `full` (while commits
-        stream in): only the smallest, in tiers, so each merge stays cheap (`_merge_tiers`).
-        """
-        if self._closed or (self._unmerged == 0 and not (full and self._tiered)):
+    def merge(self) -> bool:
+        """Merge the small segments that updates left into one; True if it ran."""
+        if self._closed or self._unmerged == 0:
             return False
         with self._folder.write_lock(self._lock_timeout):
             writer = self._write_index().writer(timeout=self._lock_timeout)
-            # No new documents: only the merge runs.
-            writer.commit(mergetype=_merge_tail if full else _merge_tiers)
+            writer.commit(mergetype=_merge_tail)  # no new documents: only the merge runs
             written, name = self._written, self._writer_ix[0] if self._writer_ix else None
             if written is not None and written[0] == name and written[1] == writer.generation - 1:
                 # Ours was the commit before: the version stays.
                 self._written = (written[0], int(writer.generation), written[2])
             self._unmerged = 0
-            self._tiered = not full
             self._disk_bytes = self._folder.generation_bytes(self._writer_ix[0] if self._writer_ix else None)
         return True
 

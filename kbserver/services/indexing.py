@@ -70,7 +70,7 @@ class SearchSink:
                     ix.rebuild(delta.version, docs, _counting(delta.progress, len(files)))
                     return
                 if ix.unmerged >= MERGE_UNDER_LOAD:
-                    ix.merge(full=False)  # commits never pause: keep searches from slowing down without bound
+                    ix.merge()  # commits never pause: keep searches from slowing down without bound
                 upserts: dict[str, str] = {}
                 deletes: list[str] = []
                 for c in delta.changes:
@@ -88,18 +88,14 @@ class SearchSink:
         shutil.rmtree(self._folder / slug, ignore_errors=True)
 
     def idle(self, paused: bool) -> None:
-        """Merge the small segments updates left: all once commits pause, else the smallest in
-        tiers where 8 piled up (searches slow down with every segment; merging on the update path
-        slowed every 5th one; under a steady stream of commits `apply` merges once 32 piled up)."""
+        """Merge the small segments updates left: all once commits pause, else where 8 piled up
+        (searches slow down with every segment; merging on the update path slowed every 5th one;
+        under a steady stream of commits `apply` merges once 32 piled up)."""
         for slug in self._pool.names():
             try:
                 with self._pool.lease_if_open(slug) as ix:
-                    if ix is None:
-                        continue
-                    if paused:
+                    if ix is not None and (paused or ix.unmerged >= MERGE_AFTER_UPDATES):
                         ix.merge()
-                    elif ix.unmerged >= MERGE_AFTER_UPDATES:
-                        ix.merge(full=False)
             except IndexCorrupt as e:
                 self._damaged(slug, e)
 

@@ -85,7 +85,7 @@ def test_updates_with_scratch_on_disk_or_in_memory_index_the_same(
     with SearchIndex(tmp_path / "ix") as ix:
         ix.update("v1", {f"n{i}.md": f"walrus {i} " + "kelp " * 50 for i in range(40)}, [])
         ix.update("v2", {"n3.md": "otter"}, ["n4.md"])
-        assert ix.merge(full=False) and ix.indexed_version() == "v2"
+        assert ix.merge() and ix.indexed_version() == "v2"
         assert ix.search("walrus", limit=100).total == 38 and ix.search("otter").total == 1
         assert len(ix.paths()) == 39
     assert [p.name for p in (tmp_path / "ix").rglob("*.tmp")] == []  # no scratch folder left
@@ -335,34 +335,6 @@ def test_update_without_the_shared_searcher_fast_path(
         ix.update("v2", {"a.md": "cherry"}, ["b.md"])
         assert ix.paths() == {"a.md": sha256("cherry")}
         assert ix.indexed_version() == "v2"
-
-
-def _segment_sizes(ix: SearchIndex) -> list[int]:
-    """The live documents of each segment, smallest first."""
-    with ix._read_lock:
-        return sorted(leaf.segment().doc_count() for leaf, _ in ix._searcher().reader().leaf_readers())
-
-
-def test_merges_while_commits_stream_in_go_in_tiers(tmp_path: Path) -> None:
-    """merge(full=False) every 8 one-file updates: merged segments double, so each document is
-    rewritten about log2(n) times and few segments are left; a full merge then leaves two."""
-    with SearchIndex(tmp_path / "ix") as ix:
-        ix.update("v0", {f"base{i}.md": f"base text {i}" for i in range(300)}, [])
-        for i in range(1, 129):
-            ix.update(f"v{i}", {f"n{i}.md": f"walrus number {i}"}, [])
-            if i % 8 == 0:
-                assert ix.merge(full=False)
-                sizes = _segment_sizes(ix)
-                assert len(sizes) <= 7, sizes  # log2(128 / 8) + 1 merged tiers, plus the base
-                assert sum(sizes) == 301 + i  # each document once, and the version's
-        assert _segment_sizes(ix)[-1] == 300  # the bulk, larger than the rest, was never rewritten
-        assert ix.merge(full=False) is False  # nothing new since
-        assert ix.merge() is True  # a partial merge left segments: the full one runs
-        assert len(_segment_sizes(ix)) <= 2
-        assert ix.merge() is False
-        result = ix.search("walrus", limit=200)
-        assert result.total == 128 and result.version == "v128"
-        assert ix.search("base", limit=400).total == 300
 
 
 def test_updates_leave_merging_to_merge(tmp_path: Path) -> None:

@@ -62,14 +62,8 @@ def _check(want: Expected, fetch: Callable[[int, int], Page], limit: int, offset
 
 
 @settings(max_examples=150, deadline=None, derandomize=True)
-@given(
-    data=st.data(),
-    seed_=st.integers(0, 2**32),
-    kind=st.sampled_from(_KINDS),
-    split=st.booleans(),
-    full=st.booleans(),
-)
-def test_index_matches_the_model(data: st.DataObject, seed_: int, kind: str, split: bool, full: bool) -> None:
+@given(data=st.data(), seed_=st.integers(0, 2**32), kind=st.sampled_from(_KINDS), split=st.booleans())
+def test_index_matches_the_model(data: st.DataObject, seed_: int, kind: str, split: bool) -> None:
     docs = make_corpus(random.Random(seed_), kind)
     items = data.draw(queries(docs))
     prefix, limit, offset = data.draw(_PREFIX), data.draw(_LIMIT), data.draw(st.integers(0, 6))
@@ -93,7 +87,7 @@ def test_index_matches_the_model(data: st.DataObject, seed_: int, kind: str, spl
                 page = [(h.path, h.score) for h in r.hits], r.total
                 if split and not first:  # the follower merges when idle: here between pages 1 and 2
                     first.append(page)
-                    ix.merge(full=full)  # all, or the smallest in tiers (while commits stream in)
+                    ix.merge()
                 return page
 
             _check(expected(docs, items, prefix), fetch, limit, offset)
