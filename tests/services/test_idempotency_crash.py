@@ -67,7 +67,10 @@ def _append(line: str, run_id: str | None = None) -> WriteRequest:
     return WriteRequest(files=[Append(path="log.md", mode="append", content=line)], run_id=run_id)
 
 
-def _die_writing(services: Services, url: str, agent: str, seam: str, req: WriteRequest) -> None:
+def _die_writing(services: Services, url: str, agent: str, seam: str, req: WriteRequest) -> str:
+    """Run `req` as `agent` in a child process that dies at `seam`; main's head before it."""
+    before = services.repos.repo("kb").head()
+    assert before is not None
     data = services.repos.path("kb").parent.parent
     child = subprocess.run(
         [sys.executable, "-c", _DIE_AT, str(data), url, agent, seam, req.model_dump_json()],
@@ -76,6 +79,7 @@ def _die_writing(services: Services, url: str, agent: str, seam: str, req: Write
         timeout=120,
     )
     assert child.returncode == -9, (child.returncode, child.stdout, child.stderr)
+    return before
 
 
 def _since(services: Services, version: str) -> list[str]:
@@ -103,9 +107,7 @@ def test_a_repeat_after_dying_between_commit_and_record_answers_the_committed_ve
 ) -> None:
     services, url = node
     repo = services.repos.repo("kb")
-    before = repo.head()
-    assert before is not None
-    _die_writing(services, url, "bob", "finish_key", _append("once\n"))
+    before = _die_writing(services, url, "bob", "finish_key", _append("once\n"))
     landed = _since(services, before)
     assert len(landed) == 1 and repo.view(landed[0]).read("log.md") == b"once\n"
     assert _pending_key(services)
@@ -128,10 +130,7 @@ def test_the_key_of_another_caller_or_body_is_not_confused_with_the_dead_write(
     node: tuple[Services, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     services, url = node
-    repo = services.repos.repo("kb")
-    before = repo.head()
-    assert before is not None
-    _die_writing(services, url, "bob", "finish_key", _append("bob's\n"))
+    before = _die_writing(services, url, "bob", "finish_key", _append("bob's\n"))
     agents.create(services, ADMIN, "carol")
     agents.link(services, ADMIN, "carol", "kb", "read_write")
     carol = caller_for(services, "carol")
@@ -151,9 +150,9 @@ def test_a_repeat_after_dying_before_the_commit_writes_once(
 ) -> None:
     services, url = node
     repo = services.repos.repo("kb")
-    before = repo.head()
-    assert before is not None
-    _die_writing(services, url, "bob", "key_fence_current", _append("late\n"))  # under the lock, pre-commit
+    before = _die_writing(
+        services, url, "bob", "key_fence_current", _append("late\n")
+    )  # under the lock, pre-commit
     assert _since(services, before) == []
     bob = caller_for(services, "bob")
     monkeypatch.setattr(idempotency, "_WAIT_SECONDS", 0.3)
