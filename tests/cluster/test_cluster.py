@@ -296,19 +296,20 @@ def test_three_nodes_lose_no_acknowledged_write_when_one_dies(cluster: Cluster) 
         askers = [_create_agent(http, f"a{n}", "read_write_ask") for n in range(ASKERS)]
     ledger = Ledger()
     threads = [
-        threading.Thread(target=_http_writer, args=(lb, auth, f"h{n}", ledger, n))
+        threading.Thread(target=_http_writer, args=(lb, auth, f"h{n}", ledger, n), daemon=True)
         for n, auth in enumerate(writers)
     ]
     threads += [
-        threading.Thread(target=_mcp_writer, args=(lb, auth, f"m{n}", ledger, 100 + n))
+        threading.Thread(target=_mcp_writer, args=(lb, auth, f"m{n}", ledger, 100 + n), daemon=True)
         for n, auth in enumerate(mcps)
     ]
     asking = [
-        threading.Thread(target=_asker, args=(lb, auth, f"a{n}", ledger, 200 + n))
+        threading.Thread(target=_asker, args=(lb, auth, f"a{n}", ledger, 200 + n), daemon=True)
         for n, auth in enumerate(askers)
     ]
     askers_done = threading.Event()
-    approver = threading.Thread(target=_approver, args=(lb, ledger, askers_done))
+    # daemons: a failed assert below must end the test run, not leave pytest waiting for them at exit
+    approver = threading.Thread(target=_approver, args=(lb, ledger, askers_done), daemon=True)
     for t in [*threads, *asking, approver]:
         t.start()
 
