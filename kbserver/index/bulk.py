@@ -16,6 +16,8 @@ from typing import Any
 
 from whoosh.writing import SegmentWriter
 
+from kbserver.index import private
+
 __all__ = ["BulkWriter"]
 
 _SHARED_VALUE = 16  # encoded values up to this size are shared (one object per distinct value)
@@ -120,7 +122,7 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
                 current = fieldname
                 lengths = self._lengths(reader, fieldname)
             writer.start_term(btext)
-            _add_postings(writer._postwriter, terms.pop(key), lengths)
+            private.add_block_postings(private.postings_writer(writer), terms.pop(key), lengths)
             writer.finish_term()
         if current is not None:
             writer.finish_field()
@@ -133,28 +135,3 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
             return [0] * self.docnum
         read = reader.doc_field_length
         return [read(n, fieldname, 0) for n in range(self.docnum)]
-
-
-def _add_postings(postings: Any, flat: list[Any], lengths: list[int]) -> None:
-    """W3PostingsWriter.add_posting for each (docnum, weight, value) of `flat`, a block at a time:
-    the same buffered ids, weights, values and block statistics, a full block written before the
-    next posting is added."""
-    ids, weights, values = flat[0::3], flat[1::3], flat[2::3]
-    limit = postings._blocklimit
-    for start in range(0, len(ids), limit):
-        if start:
-            postings._write_block()
-        block = ids[start : start + limit]
-        postings._ids.extend(block)
-        top = max(weights[start : start + limit])
-        postings._weights.extend(weights[start : start + limit])
-        if top > postings._maxweight:
-            postings._maxweight = top
-        postings._values.extend(v for v in values[start : start + limit] if v)
-        held = [n for n in (lengths[d] for d in block) if n]
-        if held:
-            low, high = min(held), max(held)
-            if postings._minlength is None or low < postings._minlength:
-                postings._minlength = low
-            if high > postings._maxlength:
-                postings._maxlength = high

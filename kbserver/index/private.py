@@ -19,6 +19,7 @@ from whoosh.codec.whoosh3 import LENGTHS_COLUMN
 
 __all__ = [
     "TESTED",
+    "add_block_postings",
     "block_ids",
     "block_ids_and_weights",
     "block_max_id",
@@ -30,6 +31,7 @@ __all__ = [
     "leaf_term",
     "length_column",
     "next_block",
+    "postings_writer",
     "raw_matcher",
     "read_toc",
     "rebind",
@@ -121,3 +123,34 @@ def rebind(reader: Any, segment: Any, generation: int) -> Any:
     view._perdoc = copy.copy(reader._perdoc)
     view._perdoc._segment = segment
     return view
+
+
+# -- writing a new segment's postings (index/bulk.py) --------------------------------------------------
+def postings_writer(fieldwriter: Any) -> Any:
+    """A W3FieldWriter's postings writer of the term it started (start_term)."""
+    return fieldwriter._postwriter
+
+
+def add_block_postings(postings: Any, flat: list[Any], lengths: list[int]) -> None:
+    """W3PostingsWriter.add_posting for each (docnum, weight, value) of `flat`, a block at a time:
+    the same buffered ids, weights, values and block statistics, a full block written before the
+    next posting is added (tests/index/test_index_rebuild.py compares the segment with Whoosh's)."""
+    ids, weights, values = flat[0::3], flat[1::3], flat[2::3]
+    limit = postings._blocklimit
+    for start in range(0, len(ids), limit):
+        if start:
+            postings._write_block()
+        block = ids[start : start + limit]
+        postings._ids.extend(block)
+        top = max(weights[start : start + limit])
+        postings._weights.extend(weights[start : start + limit])
+        if top > postings._maxweight:
+            postings._maxweight = top
+        postings._values.extend(v for v in values[start : start + limit] if v)
+        held = [n for n in (lengths[d] for d in block) if n]
+        if held:
+            low, high = min(held), max(held)
+            if postings._minlength is None or low < postings._minlength:
+                postings._minlength = low
+            if high > postings._maxlength:
+                postings._maxlength = high
