@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Set
 from typing import Any
 
 from whoosh.analysis import (
@@ -26,6 +26,7 @@ __all__ = [
     "char_terms",
     "index_terms",
     "is_cjk",
+    "term_spans",
     "terms",
 ]
 
@@ -173,6 +174,42 @@ def index_terms(value: str) -> tuple[int, list[str]]:
                 append(stems.get(text) or _stem(text))
             pos += 1
     return max(first, 0), out
+
+
+def term_spans(value: str, wanted: Set[str]) -> list[tuple[int, int]]:
+    """The [start, end) offsets in `value`, in order, of each piece whose term (as TEXT_ANALYZER makes
+    it) is in `wanted`: what `TEXT_ANALYZER(value, chars=True)` gives, from the same regex pass as
+    index_terms (snippets mark a search's words with it)."""
+    stops = _STOPS
+    found: dict[str, bool] = {}  # text -> its term is wanted
+    out: list[tuple[int, int]] = []
+    if value.isascii():  # lowercasing keeps every offset
+        for m in _ASCII_WORDS.finditer(value.lower()):
+            word = m.group()
+            hit = found.get(word)
+            if hit is None:
+                hit = found[word] = word not in stops and len(word) <= _MAX_WORD and _stem(word) in wanted
+            if hit:
+                out.append(m.span())
+        return out
+    for m in _PIECES.finditer(value):
+        cjk, word = m.groups()
+        start = m.start()
+        if word:
+            texts = [((word if word.isascii() else _nfkc(word)).lower(), start, m.end())]
+        elif len(cjk) == 1:
+            texts = [(_nfkc(cjk).lower(), start, start + 1)]
+        else:
+            texts = [(_nfkc(cjk[i : i + 2]).lower(), start + i, start + i + 2) for i in range(len(cjk) - 1)]
+        for text, begin, end in texts:
+            hit = found.get(text)
+            if hit is None:
+                hit = found[text] = (
+                    bool(text) and len(text) <= _MAX_WORD and text not in stops and _stem(text) in wanted
+                )
+            if hit:
+                out.append((begin, end))
+    return out
 
 
 def char_terms(value: str) -> list[str]:
