@@ -16,6 +16,7 @@ from pathlib import Path
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Caller, FileEntry
 from kbserver.core.paths import check_path, check_prefix
+from kbserver.services import folders
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.models import ExportResult, FileContent, FileList
@@ -163,7 +164,8 @@ def folder_page(
     services: Services, caller: Caller, slug: str, per_folder: int, folder: str = "", start: int = 0
 ) -> FolderPage:
     """The head's files, at most `per_folder` a folder (those from the `start`-th in `folder`), so
-    a folder of 10,000 memories costs a walk of its names and the reads of the files shown.
+    a folder of 10,000 memories costs the reads of the files shown; the names come from the head's
+    listing, kept per version (services.folders).
 
     Raises NotFound, InvalidRequest.
     """
@@ -172,20 +174,21 @@ def folder_page(
         raise InvalidRequest("start must be 0 or more", start=start)
     repo = services.repos.repo(slug)
     head = repo.head()
-    counts: dict[str, int] = {}
-    shown: list[tuple[str, bytes]] = []
-    for path, blob in repo.view(head).walk():
-        if hidden(caller, repo, path, blob):
-            continue
-        parent = path.rsplit("/", 1)[0] + "/" if "/" in path else ""
-        n = counts.get(parent, 0)
-        counts[parent] = n + 1
-        first = start if parent == folder else 0
-        if first <= n < first + per_folder:
-            shown.append((path, blob))
-    files = [FileEntry(path=p, size=size, sha256=sha) for p, b in shown for size, sha in [repo.digest(b)]]
-    more = {f: c - end for f, c in counts.items() if (end := per_folder + (start if f == folder else 0)) < c}
-    return FolderPage(version=head, files=files, more=more, total=sum(counts.values()))
+    listed = folders.listing(caller, repo, str(services.repos.path(slug)), head)
+    shown: list[str] = []
+    more: dict[str, int] = {}
+    for name, paths in listed.folders.items():
+        first = start if name == folder else 0
+        shown.extend(paths[first : first + per_folder])
+        if first + per_folder < len(paths):
+            more[name] = len(paths) - first - per_folder
+    shown.sort()
+    files = [
+        FileEntry(path=p, size=size, sha256=sha)
+        for p in shown
+        for size, sha in [repo.digest(listed.blobs[p])]
+    ]
+    return FolderPage(version=head, files=files, more=more, total=len(listed.blobs))
 
 
 def read(services: Services, caller: Caller, slug: str, path: str, version: str | None = None) -> FileContent:
