@@ -200,12 +200,8 @@ def history(
     start = repo.resolve(cursor) if cursor else repo.head()
     if start is None:
         return VersionPage(versions=[], next_cursor=None)
-    stop: str | None = None
-    if path:
-        changed, stop = repo.path_history_within(start, path, scan)
-        walk: Iterator[str] = iter(changed)
-    else:
-        walk = repo.first_parents(start)
+    stop: list[str | None] = [None]
+    walk = _path_changes(repo, start, path, scan, stop) if path else repo.first_parents(start)
     found: list[VersionInfo] = []
     next_cursor = None
     for scanned, v in enumerate(islice(walk, scan + 1)):
@@ -216,7 +212,26 @@ def history(
         if (author and item.author != author) or (kind and item.kind != kind):
             continue
         found.append(item)
-    return VersionPage(versions=found, next_cursor=next_cursor or stop)
+    return VersionPage(versions=found, next_cursor=next_cursor or stop[0])
+
+
+_STEP = 32  # versions the first look at a path's history judges; each further look twice as many
+
+
+def _path_changes(
+    repo: Repository, start: str, path: str, scan: int, stop: list[str | None]
+) -> Iterator[str]:
+    """The versions among the `scan` newest from `start` that changed `path`, newest first, looked
+    for in growing steps, so a page of a file that changes often stops once it is full instead of
+    judging all `scan`; `stop[0]` is set to where the look stopped (None: at the first version)."""
+    at: str | None = start
+    looked, step = 0, _STEP
+    while at is not None and looked < scan:
+        step = min(step, scan - looked)
+        changed, at = repo.path_history_within(at, path, step)
+        looked, step = looked + step, step * 2
+        stop[0] = at
+        yield from changed
 
 
 def _count_unreviewed(services: Services, slug: str, head: str | None) -> tuple[int, bool]:

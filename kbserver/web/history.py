@@ -14,9 +14,10 @@ from kbserver.web import records
 from kbserver.web.page import KINDS, admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
-__all__ = ["compare_form", "revert", "version_page", "versions_page"]
+__all__ = ["PATH_SCAN", "compare_form", "revert", "version_page", "versions_page"]
 
 PAGE = 30
+PATH_SCAN = 200  # versions of main a page of one path's history looks at (its "Older" link looks further)
 
 
 def _slug(request: Request) -> str:
@@ -33,7 +34,16 @@ async def versions_page(request: Request) -> Response:
         raise InvalidRequest(f"kind must be one of {', '.join(KINDS)}", kind=kind)
     await call(kbs.describe, services, ADMIN, slug)
     page = await call(
-        review.history, services, ADMIN, slug, path or None, author or None, kind or None, PAGE, cursor
+        review.history,
+        services,
+        ADMIN,
+        slug,
+        path or None,
+        author or None,
+        kind or None,
+        PAGE,
+        cursor,
+        *([PATH_SCAN] if path else []),  # a look at every version is cheap without a path to judge
     )
     filters = {k: v for k, v in (("path", path), ("author", author), ("kind", kind)) if v}
     older = None
@@ -49,6 +59,7 @@ async def versions_page(request: Request) -> Response:
         kind=kind,
         older=older,
         first=cursor is None,
+        scanned=PATH_SCAN if path else None,
     )
 
 

@@ -122,3 +122,36 @@ def test_the_marker_is_the_admins_and_moves_to_any_version_on_main(services: Ser
     with pytest.raises(NotFound):
         review.mark(services, ADMIN, kb, "0" * 40)
     assert review.status(services, ADMIN, kb).reviewed == first
+
+
+@pytest.mark.parametrize(("limit", "scan"), [(5, 200), (30, 200), (7, 40), (1, 3)])
+def test_a_path_s_history_pages_through_every_change_once(
+    services: Services, kb: str, limit: int, scan: int
+) -> None:
+    def put(path: str, n: int) -> str:
+        mode = "create" if n == 0 else "overwrite"
+        req = WriteRequest.model_validate({"files": [{"path": path, "mode": mode, "content": f"{n}\n"}]})
+        out = writes.submit(services, ADMIN, kb, req)
+        assert isinstance(out, WriteResult)
+        return out.version
+
+    made = [put("a.md", 0)]
+    put("b.md", 0)
+    for n in range(1, 90):  # runs of changes of a.md between runs of versions that leave it alone
+        if n % 10 < 6:
+            made.append(put("a.md", n))
+        else:
+            put("b.md", n)
+    repo = services.repos.repo(kb)
+    want = list(repo.path_history(str(repo.head()), "a.md"))
+    assert want[::-1] == made
+    seen: list[str] = []
+    cursor: str | None = None
+    for _ in range(200):
+        page = review.history(services, ADMIN, kb, "a.md", None, None, limit, cursor, scan)
+        assert len(page.versions) <= limit
+        seen += [v.version for v in page.versions]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == want

@@ -80,3 +80,36 @@ def test_non_ascii_and_spaced_paths_open_from_lists_and_markdown(admin_tab: Tab,
             assert page.locator("pre.raw").inner_text().endswith(f"body of {name}\n"), (index, page.url)
     admin_tab.go(f"/admin/kbs/{slug}/versions?path=notes/团队约定.md")
     assert page.locator(".version").count() == 1
+
+
+def test_a_path_s_history_pages_through_a_long_history_and_still_compares(admin_tab: Tab, api: Api) -> None:
+    from kbserver.web.history import PAGE, PATH_SCAN
+
+    slug = api.kb("long-kb")
+    bob = api.agent("long-bob", slug)
+    made = [api.write(slug, bob, {"path": "a.md", "mode": "create", "content": "0\n"})]
+    made += [
+        api.write(slug, bob, {"path": "a.md", "mode": "overwrite", "content": f"{n}\n"})
+        for n in range(1, PAGE + 2)
+    ]
+    api.write(slug, bob, {"path": "b.md", "mode": "create", "content": "b\n"})
+    for n in range(PATH_SCAN):  # a.md's changes end up further back than one page looks
+        api.write(slug, bob, {"path": "b.md", "mode": "append", "content": f"{n}\n"})
+    page = admin_tab.page
+    admin_tab.go(f"/admin/kbs/{slug}/versions?path=a.md")
+    assert (
+        f"No version among the {PATH_SCAN} looked at changed a.md" in page.locator("ul.versions").inner_text()
+    )
+    page.get_by_role("link", name="Older versions").click()
+    page.wait_for_load_state()
+    listed = page.locator('ul.versions input[name="a"]')
+    assert [listed.nth(i).get_attribute("value") for i in range(listed.count())] == made[::-1][:PAGE]
+    page.get_by_role("link", name="Older versions").click()  # the rest of a.md's 32 versions
+    page.wait_for_load_state()
+    assert [listed.nth(i).get_attribute("value") for i in range(listed.count())] == made[1::-1]
+    assert page.get_by_role("link", name="Older versions").count() == 0  # a.md's first version is the KB's
+    page.locator(f'input[name="a"][value="{made[0]}"]').check()
+    admin_tab.button("Compare the picked versions").click()
+    page.wait_for_url(re.compile(rf".*/versions/{made[0]}\.\.\.{made[1]}$"))
+    assert page.locator("tr.del").inner_text().endswith("0")
+    assert page.locator("tr.add").inner_text().endswith("1")
