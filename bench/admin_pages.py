@@ -2,7 +2,7 @@
 `--runs` requests of each page of a KB with `--memories` memory files and `--writes` unreviewed agent
 writes (each a version of its own), and the KB list.
 
-    python -m bench.admin_pages [--memories 10000] [--writes 1000] [--runs 15] [--keep DIR]
+    python -m bench.admin_pages [--memories 10000] [--writes 1000] [--long 2000] [--runs 15] [--keep DIR]
                                 [--baseline TREE]
 
 `--keep DIR` seeds the data folder there once and reuses it on later runs (seeding takes minutes).
@@ -31,11 +31,12 @@ MEMORY = (
 )
 
 
-def seed(data: Path, memories: int, unreviewed: int) -> None:
+def seed(data: Path, memories: int, unreviewed: int, long: int) -> None:
     """One KB `notes`: `memories` memory files by bob (20 a write), reviewed, then `unreviewed`
-    one-file writes by bob and by carol (every third)."""
+    one-file writes by bob and by carol (every third). A KB `history`: `first.md`, then `long`
+    appends to `long.md` (a file with a long history, and one whose last change is `long` back)."""
     from kbserver.config import Settings
-    from kbserver.core.model import Create, WriteRequest
+    from kbserver.core.model import Append, Create, WriteRequest
     from kbserver.services import kbs, writes
     from kbserver.services.auth import ADMIN, caller_for
     from kbserver.wiring import open_services
@@ -59,9 +60,25 @@ def seed(data: Path, memories: int, unreviewed: int) -> None:
     for i in range(unreviewed):
         change = Create(mode="create", path=f"notes/{i}.md", content=f"note {i}\n")
         writes.submit(services, carol if i % 3 == 2 else bob, "notes", WriteRequest(files=[change]))
+    kbs.create(services, ADMIN, "history", "a long history")
+    make_agent(services, "dave", {"history": "read_write"})
+    dave = caller_for(services, "dave")
+    writes.submit(
+        services, dave, "history", WriteRequest(files=[Create(mode="create", path="first.md", content="1\n")])
+    )
+    writes.submit(
+        services, dave, "history", WriteRequest(files=[Create(mode="create", path="long.md", content="0\n")])
+    )
+    for i in range(long):
+        change = Append(mode="append", path="long.md", content=f"{i + 1}\n")
+        writes.submit(services, dave, "history", WriteRequest(files=[change]))
     services.follower.catch_up("notes")
+    services.follower.catch_up("history")
     services.close()
-    print(f"seeded {memories} memories and {unreviewed} unreviewed writes in {time.perf_counter() - t:.0f} s")
+    print(
+        f"seeded {memories} memories, {unreviewed} unreviewed writes and a {long}-version history"
+        f" in {time.perf_counter() - t:.0f} s"
+    )
 
 
 def pages(head: str) -> list[str]:
@@ -78,6 +95,11 @@ def pages(head: str) -> list[str]:
         "/admin/kbs/notes/search?q=memory",
         "/admin/kbs/notes/week",
         "/admin/agents",
+        "/admin/kbs/notes/versions?path=notes/1.md",
+        f"/admin/kbs/notes/versions?path=memories/{1:016x}.md",
+        "/admin/kbs/history/versions?path=long.md",
+        "/admin/kbs/history/versions?path=first.md",
+        "/admin/kbs/history/files/long.md",
     ]
 
 
@@ -163,6 +185,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--memories", type=int, default=10_000)
     ap.add_argument("--writes", type=int, default=1000)
+    ap.add_argument("--long", type=int, default=2000, help="versions of the long history")
     ap.add_argument("--runs", type=int, default=15)
     ap.add_argument("--keep", type=Path, help="seed the data folder here once, and reuse it")
     ap.add_argument("--baseline", type=Path, help="another checkout, measured side by side")
@@ -174,7 +197,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         seeded = args.keep or Path(tmp) / "seeded"
         if not (seeded / "control.db").exists():
-            seed(seeded, args.memories, args.writes)
+            seed(seeded, args.memories, args.writes, args.long)
         trees = [("new", ROOT)] + ([("baseline", args.baseline.resolve())] if args.baseline else [])
         workers = {}
         for name, tree in trees:
