@@ -173,22 +173,35 @@ class SqlStore:
         return run_row(row) if row else None
 
     # -- proposals ----------------------------------------------------------------------------------
-    def add_proposal(self, p: ProposalRow) -> None:
-        self._change(
-            "INSERT INTO proposals (id, slug, agent, run_id, created, status, base, ref_commit, request)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                p.id,
-                p.slug,
-                p.agent,
-                p.run_id,
-                p.created,
-                p.status,
-                p.base,
-                p.ref_commit,
-                json.dumps(p.request),
-            ),
-        )
+    def add_proposal(self, p: ProposalRow, key: tuple[str, str, int] | None = None) -> bool:
+        with self._write() as db:
+            if key is not None:
+                caller, name, fence = key
+                # An update that changes nothing: it locks the key's row (PostgreSQL waits for, then
+                # re-reads, a takeover in flight), so no takeover lands between the check and the insert.
+                held = db.execute(
+                    "UPDATE idempotency SET fence = fence WHERE caller = ? AND slug = ? AND key = ?"
+                    " AND fence = ? AND result IS NULL",
+                    (caller, p.slug, name, fence),
+                )
+                if held.rowcount != 1:
+                    return False
+            db.execute(
+                "INSERT INTO proposals (id, slug, agent, run_id, created, status, base, ref_commit, request)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    p.id,
+                    p.slug,
+                    p.agent,
+                    p.run_id,
+                    p.created,
+                    p.status,
+                    p.base,
+                    p.ref_commit,
+                    json.dumps(p.request),
+                ),
+            )
+        return True
 
     def proposal(self, slug: str, proposal_id: str) -> ProposalRow | None:
         row = self._row("SELECT * FROM proposals WHERE slug = ? AND id = ?", (slug, proposal_id))

@@ -8,8 +8,13 @@ taken over from a write that seems dead, the old write can no longer commit.
 A write that committed and then died before its result was recorded is found again: its commit (or
 its proposal's) carries `Kb-Idempotency`, a hash of caller, key and body. A repeat that meets a
 reservation without a result looks for it (on main since the reservation, and among the caller's
-proposals since then) and answers the version found; it takes a dead reservation over only under
-the KB's writer lock, after looking once more, so no write lands twice.
+proposals since then) and answers the version found. It takes a reservation over once that is
+older than a live write can hold it (`abandon_seconds`: the writer's own bound, about a minute),
+and only under the KB's writer lock: first the new token, then one more look for the old write's
+outcome. The old write, if it lives on, cannot commit any more (the writer checks its token under
+that lock, before main moves) nor record a proposal (the control store checks the token in the
+transaction that adds it): it gets `busy`, never an acknowledgment of a write that a repeat made
+again. A takeover too early is therefore still safe; it only fails a slow write with `busy`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import math
 import re
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from kbserver.changes import sha256_hex
 from kbserver.control import IdempotencyRow
@@ -30,14 +36,22 @@ from kbserver.services.context import Services
 from kbserver.services.models import ProposalAccepted, ProposalPending, WriteOutcome
 from kbserver.store import Fence
 
-__all__ = ["KEY_PATTERN", "KEY_TTL_SECONDS", "header_key", "once"]
+__all__ = [
+    "KEY_PATTERN",
+    "KEY_TTL_SECONDS",
+    "KeyFence",
+    "abandon_seconds",
+    "header_key",
+    "once",
+    "taken_over",
+]
 
 KEY_TTL_SECONDS = 24 * 3600.0
 KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"  # visible ASCII, as HTTP header values travel safely
 _KEY = re.compile(KEY_PATTERN)
-_WAIT_SECONDS = 70.0  # a write holding the key ends within the writer's own bound (~60 s)
-# A reservation without a result this old belongs to a process that died mid-write: taken over.
-ABANDON_SECONDS = 600.0
+# The time a write's control store calls may take besides the writer's bound (a lock wait, a queue
+# wait, then its batch's retries: twice `write_wait_seconds`).
+_SLACK_SECONDS = 5.0
 # A repeat that meets a reservation without a result looks for its commit at most this often.
 _LOOK_SECONDS = 1.0
 # How far the clocks of two nodes may differ: the look back on main reaches this far before the
@@ -46,6 +60,35 @@ CLOCK_SKEW_SECONDS = 60.0
 MARK_TRAILER = "Kb-Idempotency"
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class KeyFence(Fence):
+    """The fence of a key's reservation, naming the key: a proposal is recorded only while the
+    reservation is current (`ControlStore.add_proposal` checks it in the same transaction)."""
+
+    actor: str = ""
+    key: str = ""
+
+
+def abandon_seconds(services: Services) -> float:
+    """How old a reservation without a result must be to be taken over: a live write holding it has
+    committed, failed (freeing it) or given up with `busy` by then (the writer's own bound)."""
+    return 2 * services.options.write_wait_seconds + _SLACK_SECONDS
+
+
+def _wait_seconds(services: Services) -> float:
+    """How long a repeat waits for the write holding its key: past its abandonment, so a repeat
+    sent right after a crash is answered, not told `busy`."""
+    return abandon_seconds(services) + _SLACK_SECONDS
+
+
+def taken_over() -> Busy:
+    return Busy(
+        "this write waited so long that a repeat with its Idempotency-Key took over; "
+        "send the request again to read the result",
+        field="Idempotency-Key",
+    )
 
 
 def header_key(values: Sequence[str]) -> str | None:
@@ -150,10 +193,11 @@ def once(
         )
     body = _body_sha256(req)
     mark = _mark(caller, key, body)
-    deadline = time.monotonic() + _WAIT_SECONDS
+    abandon = abandon_seconds(services)
+    deadline = time.monotonic() + _wait_seconds(services)
     looked = -math.inf
     while True:
-        # Never taken over here: only under the writer lock below, after a last look at main.
+        # Never taken over here: only under the writer lock below, before a last look at main.
         held = services.control.reserve_key(
             caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, math.inf
         )
@@ -175,8 +219,8 @@ def once(
             found = _recovered(services, caller, slug, key, mark, req, held)
             if found is not None:
                 return found
-            if time.time() - held.created >= ABANDON_SECONDS:
-                taken = _take_over(services, caller, slug, key, body, mark, req)
+            if time.time() - held.created >= abandon:
+                taken = _take_over(services, caller, slug, key, body, mark, req, abandon)
                 if isinstance(taken, int):
                     token = taken
                     break
@@ -188,14 +232,10 @@ def once(
 
     def check() -> None:
         if not services.control.key_fence_current(caller.actor, slug, key, token):
-            raise Busy(
-                "this write waited so long that a repeat with its Idempotency-Key took over; "
-                "send the request again to read the result",
-                field="Idempotency-Key",
-            )
+            raise taken_over()
 
     try:
-        result = write(Fence(token, check, {MARK_TRAILER: mark}))
+        result = write(KeyFence(token, check, {MARK_TRAILER: mark}, caller.actor, key))
     except BaseException:
         services.control.release_key(caller.actor, slug, key, token)
         raise
@@ -211,13 +251,22 @@ def once(
 
 
 def _take_over(
-    services: Services, caller: Caller, slug: str, key: str, body: str, mark: str, req: WriteRequest
+    services: Services,
+    caller: Caller,
+    slug: str,
+    key: str,
+    body: str,
+    mark: str,
+    req: WriteRequest,
+    abandon: float,
 ) -> int | WriteOutcome | None:
     """Take over the key from a write that seems dead: a new token, or the dead write's outcome when
-    it landed after all; None when another repeat holds the key now.
+    it landed after all; None when the key is answered or held anew meanwhile (the loop goes on).
 
-    Under the KB's writer lock, so the dead write (if it lives on) cannot move main between the last
-    look and the takeover; after the takeover its fencing token is stale and it never commits.
+    Under the KB's writer lock, so the old write (if it lives on) cannot move main meanwhile. The
+    new token comes first and the last look after it: from the takeover on, the old write can
+    neither commit (the writer checks its token) nor record a proposal (`add_proposal` checks it),
+    so what the look does not find never lands.
     """
     _, writer = services.repos.get(slug)
     with writer.locked():
@@ -228,10 +277,15 @@ def _take_over(
             return held  # released meanwhile: a fresh reservation
         if held.result is not None or held.body_sha256 != body:
             return None  # the loop answers it
-        found = _recovered(services, caller, slug, key, mark, req, held)
-        if found is not None:
-            return found
         taken = services.control.reserve_key(
-            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, ABANDON_SECONDS
+            caller.actor, slug, key, body, time.time(), KEY_TTL_SECONDS, abandon
         )
-    return taken if isinstance(taken, int) else None
+        if not isinstance(taken, int):
+            return None
+        found = _committed(services, caller, slug, mark, req, held.created)
+    if found is None:
+        return taken
+    status = 200 if isinstance(found, WriteResult) else 202
+    services.control.finish_key(caller.actor, slug, key, status, found.model_dump(mode="json"), taken)
+    log.warning("KB %s: Idempotency-Key %r: took it over and found its write landed after all", slug, key)
+    return found

@@ -14,6 +14,7 @@ from kbserver.core.model import Caller, WriteRequest, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.commits import commit, summary
 from kbserver.services.context import Services
+from kbserver.services.idempotency import KeyFence, taken_over
 from kbserver.services.models import (
     Approval,
     Change,
@@ -70,7 +71,10 @@ def propose(
         )
 
     ref_commit, base, _ = writer.propose(job, f"refs/proposals/{proposal_id}")
-    services.control.add_proposal(
+    # A keyed write records its proposal only while its reservation is current: a repeat that took
+    # the key over looked for this proposal and did not find it, so it makes its own.
+    key = (fence.actor, fence.key, fence.token) if isinstance(fence, KeyFence) else None
+    recorded = services.control.add_proposal(
         ProposalRow(
             id=proposal_id,
             slug=slug,
@@ -85,8 +89,11 @@ def propose(
             decided_by=None,
             decided=None,
             version=None,
-        )
+        ),
+        key,
     )
+    if not recorded:
+        raise taken_over()
     return ProposalAccepted(proposal=ProposalPending(id=proposal_id, status="pending"))
 
 

@@ -185,7 +185,8 @@ def test_two_repeats_of_a_keyed_write_behind_the_writer_lock_commit_once(
 ) -> None:
     services = _setup(tmp_path / "data")
     bob = caller_for(services, "bob")
-    monkeypatch.setattr(idempotency, "ABANDON_SECONDS", 0.0)  # every reservation is "abandoned" at once
+    # every reservation is "abandoned" at once
+    monkeypatch.setattr(idempotency, "abandon_seconds", lambda services: 0.0)
     head = services.repos.repo("kb").head()
     answers: list[WriteResult] = []
 

@@ -12,6 +12,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -101,9 +102,9 @@ def _pending_key(services: Services) -> bool:
     return not isinstance(held, int) and held.result is None
 
 
-@pytest.mark.parametrize("abandon", [idempotency.ABANDON_SECONDS, 0.0])
+@pytest.mark.parametrize("abandon", [None, 0.0])  # the real bound, or at once
 def test_a_repeat_after_dying_between_commit_and_record_answers_the_committed_version(
-    node: tuple[Services, str], monkeypatch: pytest.MonkeyPatch, abandon: float
+    node: tuple[Services, str], monkeypatch: pytest.MonkeyPatch, abandon: float | None
 ) -> None:
     services, url = node
     repo = services.repos.repo("kb")
@@ -112,7 +113,8 @@ def test_a_repeat_after_dying_between_commit_and_record_answers_the_committed_ve
     assert len(landed) == 1 and repo.view(landed[0]).read("log.md") == b"once\n"
     assert _pending_key(services)
     # At once, or after the reservation counts as abandoned (a takeover that would write again):
-    monkeypatch.setattr(idempotency, "ABANDON_SECONDS", abandon)
+    if abandon is not None:
+        monkeypatch.setattr(idempotency, "abandon_seconds", lambda services: abandon)
     bob = caller_for(services, "bob")
     again = writes.submit(services, bob, "kb", _append("once\n"), idempotency_key="key-1")
     assert isinstance(again, WriteResult)
@@ -136,7 +138,7 @@ def test_the_key_of_another_caller_or_body_is_not_confused_with_the_dead_write(
     carol = caller_for(services, "carol")
     mine = writes.submit(services, carol, "kb", _append("bob's\n"), idempotency_key="key-1")
     assert isinstance(mine, WriteResult) and len(_since(services, before)) == 2  # her own write
-    monkeypatch.setattr(idempotency, "_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(idempotency, "_wait_seconds", lambda services: 0.3)
     with pytest.raises(KBError) as refused:  # bob's key with another body
         writes.submit(
             services, caller_for(services, "bob"), "kb", _append("other\n"), idempotency_key="key-1"
@@ -155,11 +157,11 @@ def test_a_repeat_after_dying_before_the_commit_writes_once(
     )  # under the lock, pre-commit
     assert _since(services, before) == []
     bob = caller_for(services, "bob")
-    monkeypatch.setattr(idempotency, "_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(idempotency, "_wait_seconds", lambda services: 0.3)
     with pytest.raises(KBError) as waiting:  # not abandoned yet: the key is still held
         writes.submit(services, bob, "kb", _append("late\n"), idempotency_key="key-1")
     assert waiting.value.code == "busy" and _since(services, before) == []
-    monkeypatch.setattr(idempotency, "ABANDON_SECONDS", 0.0)
+    monkeypatch.setattr(idempotency, "abandon_seconds", lambda services: 0.0)
     written = writes.submit(services, bob, "kb", _append("late\n"), idempotency_key="key-1")
     assert isinstance(written, WriteResult) and _since(services, before) == [written.version]
     assert repo.view(written.version).read("log.md") == b"late\n"
@@ -168,9 +170,9 @@ def test_a_repeat_after_dying_before_the_commit_writes_once(
     git_fsck(services.repos.path("kb"))
 
 
-@pytest.mark.parametrize("abandon", [idempotency.ABANDON_SECONDS, 0.0])
+@pytest.mark.parametrize("abandon", [None, 0.0])  # the real bound, or at once
 def test_a_repeat_after_a_proposal_died_unrecorded_answers_that_proposal(
-    node: tuple[Services, str], monkeypatch: pytest.MonkeyPatch, abandon: float
+    node: tuple[Services, str], monkeypatch: pytest.MonkeyPatch, abandon: float | None
 ) -> None:
     services, url = node
     asker = caller_for(services, "asker")
@@ -179,10 +181,73 @@ def test_a_repeat_after_a_proposal_died_unrecorded_answers_that_proposal(
     _die_writing(services, url, "asker", "finish_key", req)
     pending = proposals.listing(services, ADMIN, "kb", "pending")
     assert len(pending.proposals) == 1
-    monkeypatch.setattr(idempotency, "ABANDON_SECONDS", abandon)
+    if abandon is not None:
+        monkeypatch.setattr(idempotency, "abandon_seconds", lambda services: abandon)
     again = writes.submit(services, asker, "kb", req, idempotency_key="key-1")
     assert isinstance(again, ProposalAccepted)
     assert again.proposal.id == pending.proposals[0].id
     assert len(proposals.listing(services, ADMIN, "kb", "pending").proposals) == 1
     third = writes.submit(services, asker, "kb", req, idempotency_key="key-1")
     assert third == again and json.loads(third.model_dump_json())["proposal"]["status"] == "pending"
+
+
+def test_a_repeat_after_dying_before_the_commit_is_served_within_the_writer_s_bound(
+    node: tuple[Services, str],
+) -> None:
+    services, url = node
+    before = _die_writing(services, url, "bob", "key_fence_current", _append("late\n"))
+    assert _pending_key(services) and _since(services, before) == []
+    # Another node whose writer gives up after 0.5 s: a live write holds a key 2 x 0.5 + 5 s at most.
+    data = services.repos.path("kb").parent.parent
+    quick = open_services(data, Options(embedder=None, control_url=url or None, write_wait_seconds=0.5))
+    try:
+        assert idempotency.abandon_seconds(quick) == 6.0
+        bob = caller_for(quick, "bob")
+        written = writes.submit(quick, bob, "kb", _append("late\n"), idempotency_key="key-1")
+        assert isinstance(written, WriteResult) and _since(services, before) == [written.version]
+        again = writes.submit(
+            services, caller_for(services, "bob"), "kb", _append("late\n"), idempotency_key="key-1"
+        )
+        assert again == written and _since(services, before) == [written.version]
+    finally:
+        quick.close()
+    git_fsck(services.repos.path("kb"))
+
+
+def test_a_proposal_that_records_itself_after_its_key_was_taken_over_is_refused(
+    node: tuple[Services, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    services, _ = node
+    asker = caller_for(services, "asker")
+    run = runs.start(services, asker, interactive=True)
+    req = _append("asked\n", run.id)
+    reached, go = threading.Event(), threading.Event()
+    add = services.control.add_proposal
+
+    def slow_add(*args: object, **kwargs: object) -> bool:
+        if not reached.is_set():  # the first write: its proposal is committed, not yet recorded
+            reached.set()
+            go.wait(60)
+        return add(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(services.control, "add_proposal", slow_add)
+    outcome: list[object] = []
+
+    def first() -> None:
+        try:
+            outcome.append(writes.submit(services, asker, "kb", req, idempotency_key="key-1"))
+        except KBError as err:
+            outcome.append(err.code)
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert reached.wait(60)
+    monkeypatch.setattr(idempotency, "abandon_seconds", lambda services: 0.0)  # it looks dead
+    repeat = writes.submit(services, asker, "kb", req, idempotency_key="key-1")
+    assert isinstance(repeat, ProposalAccepted)
+    go.set()
+    thread.join(60)
+    assert outcome == ["busy"]  # told to send again, not acknowledged with a second proposal
+    pending = proposals.listing(services, ADMIN, "kb", "pending").proposals
+    assert [p.id for p in pending] == [repeat.proposal.id]
+    assert writes.submit(services, asker, "kb", req, idempotency_key="key-1") == repeat
