@@ -58,7 +58,7 @@ class Settings(BaseModel):
         "so requests get the cores first (Linux)",
     )
     follower_batch_ms: float = Field(
-        default=100.0,
+        default=500.0,
         ge=0,
         le=10_000,
         description="while commits come close together, the follower waits up to this long to index and "

@@ -32,7 +32,7 @@ class Options:
     follow: bool = True
     index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits
     follower_nice: int = 10  # the follower's sink threads run this many nice levels below the requests
-    follower_batch_ms: float = 100.0  # while commits stream in, a sink waits up to this long to batch them
+    follower_batch_ms: float = 500.0  # while commits stream in, a sink waits up to this long to batch them
     follower_lag_ms: float = 1000.0  # a sink whose oldest commit waits longer catches up at full speed
     follower_lag_commits: int = 50  # ... and one with this many commits waiting
     memory_budget_mb: int = 64  # open repositories (with their caches) and indexes, least recently used out
