@@ -25,7 +25,7 @@ from dulwich.refs import DiskRefsContainer, Ref
 
 from kbserver.core.errors import AlreadyExists, Busy, InvalidRequest, KBError
 from kbserver.core.paths import parent_dirs
-from kbserver.store.durable import sync_files
+from kbserver.store.durable import fsync_path, sync_files
 from kbserver.store.packing import Packer
 from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
 from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
@@ -424,8 +424,8 @@ class Writer:
         writes: a failure is retried once, then logged (the ref file itself was fsynced)."""
         ref = os.path.join(self._repo.path, MAIN.decode())
         for attempt in range(2):
-            try:
-                sync_files(self._repo.path, [ref])
+            try:  # only the folder: the bytes were flushed as main.lock, and a rename keeps them
+                fsync_path(os.path.dirname(ref))
                 return
             except OSError:
                 if attempt:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kbserver.store import CommitPlan, Repos, durable
+from kbserver.store import writer as writer_module
 from tests.helpers import git_fsck
 
 AUTHOR = "agent:test <test@kbserver.invalid>"
@@ -24,6 +25,7 @@ def test_a_commit_fsyncs_its_objects_their_folders_and_the_ref(
     synced: list[str] = []
     real = durable.fsync_path
     monkeypatch.setattr(durable, "fsync_path", lambda p: (synced.append(os.path.realpath(p)), real(p))[1])
+    monkeypatch.setattr(writer_module, "fsync_path", durable.fsync_path)  # main's folder once it moved
     repo, writer = repos.get("demo")
     version, _, _ = writer.submit(lambda _tip: CommitPlan({"a/b.md": b"bee\n"}, "write", AUTHOR))
     root = os.path.realpath(repos.path("demo"))
@@ -38,6 +40,8 @@ def test_a_commit_fsyncs_its_objects_their_folders_and_the_ref(
     assert objects in synced  # an objects/xx folder may be new: its name is in `objects`
     heads = os.path.join(root, "refs", "heads")
     assert os.path.join(heads, "main.lock") in synced and heads in synced  # the ref, then its folder
+    assert os.path.join(heads, "main") not in synced  # flushed as main.lock already: once is enough
+    assert synced.count(heads) == 2  # for main.lock's name, then for main's after the rename
     assert all(p.startswith(root) for p in synced)  # nothing outside the repository
     assert str(other) not in synced
     git_fsck(repos.path("demo"))

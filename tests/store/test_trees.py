@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from kbserver.core.paths import case_twins
 from kbserver.store import CommitPlan, Repos
 from kbserver.store.repo import BIG_TREE
-from kbserver.store.trees import EMPTY, TreeTable, edit_tree, write_loose
+from kbserver.store.trees import EMPTY, TreeTable, edit_tree, entry_name, write_loose
 
 AUTHOR = "agent:test <test@kbserver.invalid>"
 # Names that sort differently as tree entries than as strings: a folder sorts as "a/", after "a.b"
@@ -94,7 +94,17 @@ def test_an_incremental_edit_equals_dulwichs_full_rewrite(files: dict[str, int],
     assert ours.raw() == store[theirs].as_raw_string()
     for table in made:  # every tree made on the way is the tree dulwich stored under that id
         assert table.raw() == store[ObjectID(table.id)].as_raw_string()
+        # the sort keys carried along by `edited` are those of the bytes, so lookups stay right
+        parsed = TreeTable.parse(table.raw(), table.id)
+        assert table.keys() == parsed.keys() == [_sort_key(c) for c in table.chunks]
+        assert all(table.get(name) == parsed.get(name) for name in {entry_name(c) for c in table.chunks})
     assert made[-1] is ours
+
+
+def _sort_key(chunk: bytes) -> bytes:
+    """git's order of an entry: its name, plus "/" for a folder (written out again, from the mode)."""
+    mode, name = chunk[: chunk.index(b"\0")].split(b" ", 1)
+    return name + b"/" if mode == b"40000" else name
 
 
 @settings(max_examples=100, deadline=None)
@@ -140,6 +150,7 @@ def test_an_out_of_order_tree_is_sorted_so_lookups_still_work() -> None:
     good = EMPTY.edited({b"a": (0o100644, blob), b"b": (0o100644, blob), b"c": (0o040000, EMPTY.id)})
     shuffled = TreeTable.parse(b"".join(reversed(good.chunks)), b"0" * 40)
     assert shuffled.chunks == good.chunks
+    assert shuffled.keys() == [b"a", b"b", b"c/"]
     assert shuffled.get(b"c") == (0o040000, EMPTY.id)
 
 

@@ -80,20 +80,20 @@ def test_a_failing_fsync_of_the_ref_folder_after_main_moved_is_not_an_error(
     repos: Repos, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     repo, writer = repos.get("demo")
-    real = writer_module.sync_files
+    real = writer_module.fsync_path  # the writer's fsync of main's folder once main moved
     failures: list[str] = []
 
-    def flaky(anchor: str, paths: list[str]) -> None:
-        if any(p.endswith(os.path.join("refs", "heads", "main")) for p in paths):
-            failures.append(anchor)
+    def flaky(path: str) -> None:
+        if path.endswith(os.path.join("refs", "heads")):
+            failures.append(path)
             raise OSError(5, "Input/output error")  # as a failing disk would say
-        real(anchor, paths)
+        real(path)
 
-    monkeypatch.setattr(writer_module, "sync_files", flaky)
+    monkeypatch.setattr(writer_module, "fsync_path", flaky)
     version, _, _ = writer.submit(_put("after.md"))
     assert failures  # the fault was hit, after main moved
     assert repo.head() == version and repo.view(version).read("after.md") == b"after.md\n"
-    monkeypatch.setattr(writer_module, "sync_files", real)
+    monkeypatch.setattr(writer_module, "fsync_path", real)
     assert writer.submit(_put("next.md"))[1] == version  # and the writer goes on
     git_fsck(repos.path("demo"))
 
