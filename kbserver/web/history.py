@@ -17,7 +17,7 @@ from kbserver.web.session import require_admin
 __all__ = ["PATH_SCAN", "compare_form", "revert", "version_page", "versions_page"]
 
 PAGE = 30
-PATH_SCAN = 200  # versions of main a page of one path's history looks at (its "Older" link looks further)
+PATH_SCAN = 100  # versions of main a page of one path's history looks at (its "Older" link looks further)
 
 
 def _slug(request: Request) -> str:
