@@ -133,7 +133,9 @@ class Kbserver:
             "--port",
             str(port),
         ]
-        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        # `python -m` puts the working directory first on sys.path, before PYTHONPATH: run a
+        # `source` from its own folder, or a checkout there (this one) would shadow it.
+        proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, cwd=self.source)
         self.pid = proc.pid
         try:
             _wait_healthy(url, proc)
