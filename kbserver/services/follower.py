@@ -219,7 +219,11 @@ class Follower:
 
     # -- events ------------------------------------------------------------------------------------
     def notify(self, slug: str) -> None:
-        """A commit happened on `slug` in this process."""
+        """A commit happened on `slug` in this process. Only a leader is woken: a standby (the
+        serving process while its child follows) has nothing to do with it, and reads what the
+        leader made of it from the feed at its next poll; a new leader reconciles every KB."""
+        if not self.leading:
+            return
         with self._cond:
             self._pending.add(slug)
             self._cond.notify_all()

@@ -21,6 +21,7 @@ from kbserver.core.errors import NotFound
 from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, kbs, search, writes
 from kbserver.services.auth import ADMIN
+from kbserver.services.context import Options
 from kbserver.services.follower import Delta
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, state
@@ -356,3 +357,22 @@ def test_reindex_swaps_in_a_new_index_while_searches_go_on(services: Services, k
         reader.join(timeout=60)
     assert problems == [] and searches[0] > 0
     assert services.progress.covered("index", kb) == v
+
+
+def test_a_standby_follower_is_not_woken_by_this_process_s_commits(tmp_path: Path) -> None:
+    # The serving process stands by while its child follows: every commit woke its loop for nothing.
+    leader = open_services(tmp_path / "data", Options(embedder=None))
+    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False))
+    leader.start()
+    standby.start()
+    try:
+        kbs.create(standby, ADMIN, "notes")
+        req = WriteRequest(files=[Create(path="a.md", mode="create", content="avocet")])
+        version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
+        assert not standby.follower.leading and not standby.follower._pending  # nothing handed over
+        assert leader.progress.wait_blocking("notes", version, 60)  # the leader learns it from the feed
+        assert standby.progress.wait_blocking("notes", version, 60)  # and the standby what it covered
+        assert [h.path for h in search.query(standby, ADMIN, "notes", "avocet", limit=5).hits] == ["a.md"]
+    finally:
+        standby.close()
+        leader.close()
