@@ -102,6 +102,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
         ),
     )
     holder.append(follower)
+    progress.on_wait = follower.want
     search_index.on_damaged = follower.report_damaged
     search_index.on_missing = follower.notify
     if vectors is not None:

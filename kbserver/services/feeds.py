@@ -2,11 +2,11 @@
 
 One interface (`Events`), two implementations: the data folder's `feed.log` alone (`store.feed.Feed`,
 the embedded default: every process on one machine shares it), and `SharedFeed`, which keeps the
-node-local records (what this node's sinks cover, damaged sinks) in the node's own feed and sends
-new heads through the control store as well (PostgreSQL: a table plus LISTEN/NOTIFY), so the
-follower of every node hears of every node's commits. A lost notification is caught up from the
-log within `catch_up_seconds`; a log that could not be read is reported as `rotated`, after which
-the follower reconciles every KB.
+node-local records (what this node's sinks cover, damaged sinks, sinks waited for) in the node's
+own feed and sends new heads through the control store as well (PostgreSQL: a table plus
+LISTEN/NOTIFY), so the follower of every node hears of every node's commits. A lost notification
+is caught up from the log within `catch_up_seconds`; a log that could not be read is reported as
+`rotated`, after which the follower reconciles every KB.
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ class SharedFeed:
 
     def damaged(self, sink: str, slug: str) -> None:
         self.local.damaged(sink, slug)
+
+    def wanted(self, sink: str, slug: str) -> None:
+        self.local.wanted(sink, slug)  # this node's sinks: each node indexes into its own cache
 
     def reader(self) -> SharedReader:
         return SharedReader(self.local.reader(), self.heads, self.catch_up_seconds)

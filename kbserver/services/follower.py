@@ -16,9 +16,12 @@ OS scheduling priority (`nice`, on Linux, where a thread is a task of its own), 
 a core gets it first; and while commits come close together it lets them settle (`batch_seconds`):
 it waits until none came for a quarter of that, at most all of it, then applies them as one delta
 (one Whoosh update for several commits costs little more than one; each costs ~10 ms of GIL). The
-first commit after a pause is applied at once. Once it is behind by more than a bound (the oldest
-commit not applied older than `lag_seconds`, or `lag_commits` waiting) it catches up at the
-requests' priority, everything pending in one delta, until nothing waits.
+first commit after a pause is applied at once, and so is one a reader waits for (`want`: a search
+that must see its caller's write, `GET /index?wait_for=`), here or in another process through the
+feed: batching saves CPU where nobody waits, and never makes anybody wait. Once it is behind by
+more than a bound (the oldest commit not applied older than `lag_seconds`, or `lag_commits`
+waiting) it catches up at the requests' priority, everything pending in one delta, until nothing
+waits.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from kbserver.services.parts import Events, Repositories, Repository
 from kbserver.services.progress import Progress
 from kbserver.services.sink_worker import Pace, SinkWorker, lower_thread_priority
 from kbserver.store import Change
-from kbserver.store.feed import Covered, Damaged, Head
+from kbserver.store.feed import Covered, Damaged, Head, Wanted
 
 __all__ = ["Delta", "Follower", "Pace", "Sink", "SinkDamaged", "lower_thread_priority"]
 
@@ -127,6 +130,7 @@ class Follower:
         self._term = 0  # the fencing token of this process's leadership: each new leader's is larger
         self._cond = threading.Condition()
         self._pending: set[str] = set()
+        self._wanted: set[tuple[str, str]] = set()  # (sink, slug) a reader waits for: no settling
         self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) reported damaged: rebuild
         self._failures: dict[tuple[str, str], _Failure] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}  # (sink, slug): one catch-up at a time
@@ -239,6 +243,16 @@ class Follower:
         else:
             self._feed.damaged(sink, slug)
 
+    def want(self, sink: str, slug: str) -> None:
+        """A reader starts waiting for `sink` to cover `slug`'s head: apply it without letting
+        commits settle into a batch first (here, or in the follower through the feed)."""
+        if self.leading:
+            with self._cond:
+                self._wanted.add((sink, slug))
+                self._cond.notify_all()
+        else:
+            self._feed.wanted(sink, slug)
+
     # -- the loop ------------------------------------------------------------------------------------
     def _loop(self) -> None:
         reader = self._feed.reader()
@@ -247,11 +261,12 @@ class Follower:
         try:
             while True:
                 with self._cond:
-                    if not self._pending and not self._stopping:
+                    if not self._pending and not self._wanted and not self._stopping:
                         self._cond.wait(timeout=self._poll)
                     if self._stopping:
                         return
                     slugs, self._pending = set(self._pending), set()
+                    wanted, self._wanted = self._wanted, set()
                 records, rotated = reader.poll()
                 commits = 0  # every commit, of any process, appends one Head to the feed
                 now = time.monotonic()
@@ -271,14 +286,19 @@ class Follower:
                         with self._cond:
                             self._rebuild.add((record.sink, record.slug))
                         slugs.add(record.slug)
+                    elif isinstance(record, Wanted):
+                        wanted.add((record.sink, record.slug))
                 if not self.leading:
                     continue
                 if rotated or now >= next_reconcile:
                     slugs.update(self._repos.slugs())
                     next_reconcile = now + RECONCILE_SECONDS
-                if slugs:
-                    for worker in self._workers:  # each sink follows in its own thread
+                for worker in self._workers:  # each sink follows in its own thread
+                    if slugs:
                         worker.add(slugs, commits)
+                    hurried = {slug for sink, slug in wanted if sink == worker.sink.name}
+                    if hurried:
+                        worker.hurry(hurried)
         finally:
             reader.close()
 

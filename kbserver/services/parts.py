@@ -269,7 +269,7 @@ class EventReader(Protocol):
 
 
 class Events(Protocol):
-    """The feed every process sees: new heads, what sinks cover, damaged sinks."""
+    """The feed every process sees: new heads, what sinks cover, damaged sinks, sinks waited for."""
 
     def reader(self) -> EventReader:
         """A reader of the events from now on."""
@@ -282,6 +282,10 @@ class Events(Protocol):
     def covered(self, sink: str, slug: str, version: str) -> None: ...
 
     def damaged(self, sink: str, slug: str) -> None: ...
+
+    def wanted(self, sink: str, slug: str) -> None:
+        """A reader waits for `sink` to cover `slug`'s head (the follower skips batching for it)."""
+        ...
 
 
 class Following(Protocol):

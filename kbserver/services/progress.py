@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,6 +16,8 @@ from kbserver.services.parts import Repositories
 
 __all__ = ["Progress"]
 
+log = logging.getLogger(__name__)
+
 # Reads a sink's own record of the version it covers (None: nothing yet); may raise.
 CoveredReader = Callable[[str, str], "str | None"]
 
@@ -23,8 +26,12 @@ class Progress:
     """The version each sink covers for each KB, fed by the follower (here or in another process).
 
     Unknown entries are read from the sink's own storage once (`read_covered`). Waiters are woken
-    on every record for their KB; an async waiter is a future, never a thread.
+    on every record for their KB; an async waiter is a future, never a thread. A wait that does not
+    end at its first look tells `on_wait(sink, slug)` once for each sink it waits for (the follower
+    then applies that KB's commits without batching them first).
     """
+
+    on_wait: Callable[[str, str], None] | None = None
 
     def __init__(self, repos: Repositories, sinks: Sequence[str], read_covered: CoveredReader) -> None:
         self._repos = repos
@@ -99,14 +106,16 @@ class Progress:
         """Wait until `sinks` cover `version` or `timeout` seconds pass; no thread is held meanwhile."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
+        first = True
         while True:
             future: asyncio.Future[None] = loop.create_future()
             with self._cond:  # registered before checking, so no record slips between
                 self._async.setdefault(slug, []).append((loop, future))
             try:
                 # The check reads git objects: off the event loop, on a short-lived pool thread.
-                if await threads.run(self.covers, slug, version, sinks):
+                if await threads.run(self._look, slug, version, sinks, first):
                     return True
+                first = False
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     return False
@@ -132,16 +141,32 @@ class Progress:
     ) -> bool:
         """`wait` for callers that already run in a thread of their own (the CLI, sync MCP tools)."""
         deadline = time.monotonic() + timeout
+        first = True
         while True:
             with self._cond:
                 seen = self._generation
-            if self.covers(slug, version, sinks):
+            if self._look(slug, version, sinks, first):
                 return True
+            first = False
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return False
             with self._cond:
                 self._cond.wait_for(functools.partial(self._moved, seen), timeout=remaining)
+
+    def _look(self, slug: str, version: str, sinks: Sequence[str] | None, first: bool) -> bool:
+        """`covers`; at a wait's first look, tell `on_wait` of each sink that does not cover yet."""
+        if self.covers(slug, version, sinks):
+            return True
+        if first and self.on_wait is not None:
+            for sink in sinks or self.sinks:
+                if self.covers(slug, version, [sink]):
+                    continue
+                try:
+                    self.on_wait(sink, slug)
+                except (OSError, KBError) as e:  # a hint lost: the wait takes a batch longer
+                    log.warning("could not ask for %s of KB %s without batching: %s", sink, slug, e)
+        return False
 
     def _moved(self, seen: int) -> bool:
         return self._generation != seen

@@ -1,7 +1,8 @@
 """One sink's thread of the follower, and its pace: polite while close behind, at full speed past a bound.
 
 The policy (`Pace`): while a sink is close behind main, its work runs in a helper thread `follower_nice`
-levels below the requests, and commits that stream in settle into one delta (`batch_seconds`). Once
+levels below the requests, and commits that stream in settle into one delta (`batch_seconds`),
+except for a KB a reader waits for (`hurry`: batching saves CPU only where nobody is waiting). Once
 the oldest commit it has not applied is older than `lag_seconds`, or `lag_commits` or more wait, the
 sink catches up at the requests' priority (its own thread, which is never lowered), applying
 everything pending at once without settling, until nothing waits; then it is polite again. A
@@ -179,6 +180,7 @@ class SinkWorker(Generic[S]):
         self.first_arrival = 0.0
         self.last_arrival = float("-inf")
         self.streaming = False
+        self.hurried: set[str] = set()  # KBs a reader waits for: applied without settling
         # The lag: commits handed in and not yet applied, and when the oldest of them came.
         self.waiting = 0
         self.oldest = 0.0
@@ -197,6 +199,13 @@ class SinkWorker(Generic[S]):
             self.waiting += commits
             self.last_arrival = now
             self.pending |= slugs
+            self.cond.notify_all()
+
+    def hurry(self, slugs: set[str]) -> None:
+        """A reader waits for these KBs: apply their pending commits now, without letting them settle
+        (a hurry that comes before its commits is kept for them)."""
+        with self.cond:
+            self.hurried |= slugs
             self.cond.notify_all()
 
     def stop(self) -> None:
@@ -222,12 +231,13 @@ class SinkWorker(Generic[S]):
 
     def _settle(self) -> None:
         """While commits stream in, wait (cond held) until none came for a while, or the batch is due;
-        never while catching up (it applies everything pending at once)."""
+        never while catching up (it applies everything pending at once) nor once a reader waits for
+        a pending KB."""
         batch = self.pace.batch_seconds
         if not self.pending or not self.streaming or batch <= 0:
             return
         due = self.first_arrival + batch
-        while not self.stopping:
+        while not self.stopping and not self.pending & self.hurried:
             if self.catching_up or self.pace.behind(time.monotonic() - self.oldest, self.waiting):
                 self.catching_up = True
                 return
@@ -273,6 +283,7 @@ class SinkWorker(Generic[S]):
             if self.stopping:
                 return False
             slugs, self.pending = set(self.pending), set()
+            self.hurried -= slugs  # their reader is served by this round
             taken = self.waiting  # what this round covers: every commit handed in so far
         now = time.monotonic()
         slugs.update(self.due(self.sink.name, now))

@@ -1,8 +1,10 @@
 """The data folder's feed: an append-only log every process writes new heads and sink progress to.
 
 Writers (serve, `kbserver mcp`, import, the CLI) append `H slug version` after each new version;
-the follower appends `C sink slug version` once a sink covers a version, and a reader that finds
-a sink damaged appends `D sink slug`. Every process tails the
+the follower appends `C sink slug version` once a sink covers a version, a reader that finds
+a sink damaged appends `D sink slug`, and a reader that starts waiting for a sink to cover its
+KB's head appends `W sink slug` (the follower then applies it without letting commits settle
+into a batch first). Every process tails the
 file (one stat per poll), so no process has to scan every KB folder to learn of another's commits.
 Lines are short single `write`s on an `O_APPEND` descriptor, so concurrent appends never
 interleave. Past `max_bytes` a writer renames the log to `feed.log.1` under `feed.lock`; a reader
@@ -19,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Covered", "Damaged", "Feed", "FeedReader", "Head"]
+__all__ = ["Covered", "Damaged", "Feed", "FeedReader", "Head", "Wanted"]
 
 _MAX_BYTES = 4 * 1024 * 1024
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
@@ -51,7 +53,15 @@ class Damaged:
     slug: str
 
 
-Record = Head | Covered | Damaged
+@dataclass(frozen=True)
+class Wanted:
+    """A reader waits for sink `sink` to cover `slug`'s head: the follower should not hold it back."""
+
+    sink: str
+    slug: str
+
+
+Record = Head | Covered | Damaged | Wanted
 
 
 def _parse(line: bytes) -> Record | None:
@@ -66,8 +76,8 @@ def _parse(line: bytes) -> Record | None:
         and _HEX40.match(parts[3])
     ):
         return Covered(parts[1], parts[2], parts[3])
-    if len(parts) == 3 and parts[0] == "D" and _WORD.match(parts[1]) and _WORD.match(parts[2]):
-        return Damaged(parts[1], parts[2])
+    if len(parts) == 3 and parts[0] in ("D", "W") and _WORD.match(parts[1]) and _WORD.match(parts[2]):
+        return (Damaged if parts[0] == "D" else Wanted)(parts[1], parts[2])
     return None  # a torn or foreign line: the feed is a hint, the repositories are the truth
 
 
@@ -87,6 +97,9 @@ class Feed:
 
     def damaged(self, sink: str, slug: str) -> None:
         self._append(f"D {sink} {slug}\n")
+
+    def wanted(self, sink: str, slug: str) -> None:
+        self._append(f"W {sink} {slug}\n")
 
     def _append(self, line: str) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

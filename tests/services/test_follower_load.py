@@ -4,16 +4,18 @@ close together are applied as one delta, each still waited for exactly."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from kbserver.services import Services, kbs
+from kbserver.services import Services, kbs, search
 from kbserver.services.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.services.follower import Delta, Pace, lower_thread_priority
@@ -123,6 +125,61 @@ def test_a_burst_of_commits_is_applied_in_fewer_deltas_and_each_is_covered(tmp_p
         assert sink.attempts - before < len(versions)  # ...and several went into one delta
     finally:
         services.close()
+
+
+# Commits that stream in settle for a quarter of the batch: 150 s here, far past any wait below,
+# so a wait that ends in time was served by the hurry, not by the batch running out.
+SLOW_BATCH = Options(
+    embedder=None, follower_batch_ms=600_000, follower_lag_ms=600_000, follower_lag_commits=10_000
+)
+
+
+def _streaming(services: Services, sink: FileSink) -> str:
+    """A KB `notes` whose first commit is covered: the next commit streams in (it settles)."""
+    kbs.create(services, ADMIN, "notes")
+    first = _write(services, "notes", "first.md", "first")
+    assert services.progress.wait_blocking("notes", first, 60)
+    assert sink.covered("notes") == first
+    return first
+
+
+def test_a_commit_a_reader_waits_for_is_applied_without_settling(tmp_path: Path) -> None:
+    sink = FileSink(tmp_path / "files-sink")
+    services = open_services(tmp_path / "data", SLOW_BATCH, [sink])
+    services.start()
+    try:
+        _streaming(services, sink)
+        unwaited = _write(services, "notes", "second.md", "godwit")
+        time.sleep(1.0)  # nobody waits for it: it settles (for 150 s), so the sink still lacks it
+        assert sink.covered("notes") != unwaited
+        waited = _write(services, "notes", "third.md", "godwit")
+        assert services.progress.wait_blocking("notes", waited, 60)  # 60 s, against a 150 s settle
+        assert sink.covered("notes") == waited
+        hits = services.search_index.search("notes", "godwit", limit=5).hits
+        assert sorted(h.path for h in hits) == ["second.md", "third.md"]
+    finally:
+        services.close()
+
+
+def test_an_async_wait_of_another_process_hurries_the_follower_through_the_feed(tmp_path: Path) -> None:
+    # The serving process stands by while its child follows: its readers' waits reach the follower
+    # as feed lines (`W sink slug`), each sink's only for its own sink.
+    sink = FileSink(tmp_path / "files-sink")
+    leader = open_services(tmp_path / "data", SLOW_BATCH, [sink])
+    standby = open_services(tmp_path / "data", replace(SLOW_BATCH, follow=False))
+    leader.start()
+    standby.start()
+    try:
+        _streaming(leader, sink)
+        version = _write(standby, "notes", "second.md", "knot")
+        assert not standby.follower.leading
+        covered = asyncio.run(standby.progress.wait("notes", version, 60, ["index"]))
+        assert covered and leader.progress.covered("index", "notes") == version
+        assert sink.covered("notes") != version  # the index was waited for, not this sink
+        assert [h.path for h in search.query(standby, ADMIN, "notes", "knot", limit=5).hits] == ["second.md"]
+    finally:
+        standby.close()
+        leader.close()
 
 
 def test_commits_left_settling_at_a_stop_are_caught_up_by_the_next_follower(tmp_path: Path) -> None:

@@ -52,3 +52,28 @@ async def test_waits_that_end_are_unregistered(services: Services, kb: str) -> N
     progress.record("slow", kb, head)
     assert await asyncio.wait_for(covered, 60) is True
     assert progress.waiting(kb) == 0
+
+
+async def test_a_wait_asks_once_for_each_sink_behind_and_a_lost_ask_only_logs(
+    services: Services, kb: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    head = services.repos.repo(kb).head()
+    assert head is not None
+    progress = Progress(
+        services.repos, ["index", "slow"], lambda sink, slug: head if sink == "index" else None
+    )
+    asked: list[tuple[str, str]] = []
+
+    def ask(sink: str, slug: str) -> None:
+        asked.append((sink, slug))
+        raise OSError(28, "No space left on device")  # the feed line could not be written
+
+    progress.on_wait = ask
+    assert progress.wait_blocking(kb, head, timeout=0.3) is False  # a timeout, not the OSError
+    assert await progress.wait(kb, head, timeout=0.3) is False
+    assert asked == [("slow", kb), ("slow", kb)]  # once a wait, only the sink that is behind
+    assert "No space left on device" in caplog.text
+    asked.clear()
+    progress.record("slow", kb, head)
+    assert progress.wait_blocking(kb, head, timeout=60) and await progress.wait(kb, head, timeout=60)
+    assert asked == []  # covered at the first look: nobody is hurried

@@ -6,7 +6,7 @@ import multiprocessing
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 
-from kbserver.store.feed import Covered, Damaged, Feed, FeedReader, Head
+from kbserver.store.feed import Covered, Damaged, Feed, FeedReader, Head, Wanted
 
 V = "a" * 40
 
@@ -24,10 +24,16 @@ def test_records_round_trip_and_a_reader_starts_at_the_end(tmp_path: Path) -> No
     feed.head("notes", V)
     feed.covered("index", "notes", V)
     feed.damaged("index", "notes")
+    feed.wanted("vectors", "notes")
     with open(feed.path, "ab") as f:
-        f.write(b"H bad/slug nothex\nX junk\n")  # foreign lines are skipped
+        f.write(b"H bad/slug nothex\nX junk\n W index notes\nW in/dex notes\n")  # foreign: skipped
     assert reader.poll() == (
-        [Head("notes", V), Covered("index", "notes", V), Damaged("index", "notes")],
+        [
+            Head("notes", V),
+            Covered("index", "notes", V),
+            Damaged("index", "notes"),
+            Wanted("vectors", "notes"),
+        ],
         False,
     )
     assert reader.poll() == ([], False)
