@@ -58,8 +58,8 @@ class SharedFeed:
     def damaged(self, sink: str, slug: str) -> None:
         self.local.damaged(sink, slug)
 
-    def wanted(self, sink: str, slug: str) -> None:
-        self.local.wanted(sink, slug)  # this node's sinks: each node indexes into its own cache
+    def wanted(self, sink: str, slug: str, version: str) -> None:
+        self.local.wanted(sink, slug, version)  # this node's sinks: each node indexes into its own cache
 
     def reader(self) -> SharedReader:
         return SharedReader(self.local.reader(), self.heads, self.catch_up_seconds)

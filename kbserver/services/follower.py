@@ -16,9 +16,10 @@ OS scheduling priority (`nice`, on Linux, where a thread is a task of its own), 
 a core gets it first; and while commits come close together it lets them settle (`batch_seconds`):
 it waits until none came for a quarter of that, at most all of it, then applies them as one delta
 (one Whoosh update for several commits costs little more than one; each costs ~10 ms of GIL). The
-first commit after a pause is applied at once, and so is one a reader waits for (`want`: a search
-that must see its caller's write, `GET /index?wait_for=`), here or in another process through the
-feed: batching saves CPU where nobody waits, and never makes anybody wait. Once it is behind by
+first commit after a pause is applied at once. So is a version a reader waits for (`want`: a
+search that must see its caller's write, `GET /index?wait_for=`; from another process through the
+feed), and at the requests' priority: the waiting request lends the apply its own. Batching and
+politeness save the requests CPU where nobody waits, and never make anybody wait. Once it is behind by
 more than a bound (the oldest commit not applied older than `lag_seconds`, or `lag_commits`
 waiting) it catches up at the requests' priority, everything pending in one delta, until nothing
 waits.
@@ -130,7 +131,7 @@ class Follower:
         self._term = 0  # the fencing token of this process's leadership: each new leader's is larger
         self._cond = threading.Condition()
         self._pending: set[str] = set()
-        self._wanted: set[tuple[str, str]] = set()  # (sink, slug) a reader waits for: no settling
+        self._wanted: set[tuple[str, str, str]] = set()  # (sink, slug, version) a reader waits for
         self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) reported damaged: rebuild
         self._failures: dict[tuple[str, str], _Failure] = {}
         self._locks: dict[tuple[str, str], threading.Lock] = {}  # (sink, slug): one catch-up at a time
@@ -154,7 +155,8 @@ class Follower:
             return
         self._stopping = False
         self._workers = [
-            SinkWorker(sink, self._pace, self._poll, self._follow_sink, self._due) for sink in self.sinks
+            SinkWorker(sink, self._pace, self._poll, self._follow_sink, self._due, self._covers)
+            for sink in self.sinks
         ]
         for worker in self._workers:
             worker.thread.start()
@@ -243,15 +245,15 @@ class Follower:
         else:
             self._feed.damaged(sink, slug)
 
-    def want(self, sink: str, slug: str) -> None:
-        """A reader starts waiting for `sink` to cover `slug`'s head: apply it without letting
-        commits settle into a batch first (here, or in the follower through the feed)."""
+    def want(self, sink: str, slug: str, version: str) -> None:
+        """A reader starts waiting for `sink` to cover `version` of `slug`: apply it at once, at
+        the requests' priority (here, or in the follower through the feed)."""
         if self.leading:
             with self._cond:
-                self._wanted.add((sink, slug))
+                self._wanted.add((sink, slug, version))
                 self._cond.notify_all()
         else:
-            self._feed.wanted(sink, slug)
+            self._feed.wanted(sink, slug, version)
 
     # -- the loop ------------------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -287,7 +289,7 @@ class Follower:
                             self._rebuild.add((record.sink, record.slug))
                         slugs.add(record.slug)
                     elif isinstance(record, Wanted):
-                        wanted.add((record.sink, record.slug))
+                        wanted.add((record.sink, record.slug, record.version))
                 if not self.leading:
                     continue
                 if rotated or now >= next_reconcile:
@@ -296,7 +298,7 @@ class Follower:
                 for worker in self._workers:  # each sink follows in its own thread
                     if slugs:
                         worker.add(slugs, commits)
-                    hurried = {slug for sink, slug in wanted if sink == worker.sink.name}
+                    hurried = [(slug, version) for sink, slug, version in wanted if sink == worker.sink.name]
                     if hurried:
                         worker.hurry(hurried)
         finally:
@@ -306,6 +308,13 @@ class Follower:
     def _lock(self, sink: str, slug: str) -> threading.Lock:
         with self._cond:
             return self._locks.setdefault((sink, slug), threading.Lock())
+
+    def _covers(self, sink: str, slug: str, version: str) -> bool:
+        """Whether `sink` covers `version` of `slug` (a KB gone: as good as covered)."""
+        try:
+            return self._progress.covers(slug, version, [sink])
+        except KBError:
+            return True
 
     def _due(self, sink: str, now: float) -> set[str]:
         """The KBs whose failed catch-up of `sink` is due for a retry."""

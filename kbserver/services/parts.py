@@ -283,8 +283,8 @@ class Events(Protocol):
 
     def damaged(self, sink: str, slug: str) -> None: ...
 
-    def wanted(self, sink: str, slug: str) -> None:
-        """A reader waits for `sink` to cover `slug`'s head (the follower skips batching for it)."""
+    def wanted(self, sink: str, slug: str, version: str) -> None:
+        """A reader waits for `sink` to cover `version` of `slug` (the follower hurries it)."""
         ...
 
 

@@ -27,11 +27,11 @@ class Progress:
 
     Unknown entries are read from the sink's own storage once (`read_covered`). Waiters are woken
     on every record for their KB; an async waiter is a future, never a thread. A wait that does not
-    end at its first look tells `on_wait(sink, slug)` once for each sink it waits for (the follower
-    then applies that KB's commits without batching them first).
+    end at its first look tells `on_wait(sink, slug, version)` once for each sink that does not
+    cover the version yet (the follower then applies that KB's commits at once).
     """
 
-    on_wait: Callable[[str, str], None] | None = None
+    on_wait: Callable[[str, str, str], None] | None = None
 
     def __init__(self, repos: Repositories, sinks: Sequence[str], read_covered: CoveredReader) -> None:
         self._repos = repos
@@ -163,7 +163,7 @@ class Progress:
                 if self.covers(slug, version, [sink]):
                     continue
                 try:
-                    self.on_wait(sink, slug)
+                    self.on_wait(sink, slug, version)
                 except (OSError, KBError) as e:  # a hint lost: the wait takes a batch longer
                     log.warning("could not ask for %s of KB %s without batching: %s", sink, slug, e)
         return False

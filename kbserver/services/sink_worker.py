@@ -1,8 +1,10 @@
 """One sink's thread of the follower, and its pace: polite while close behind, at full speed past a bound.
 
 The policy (`Pace`): while a sink is close behind main, its work runs in a helper thread `follower_nice`
-levels below the requests, and commits that stream in settle into one delta (`batch_seconds`),
-except for a KB a reader waits for (`hurry`: batching saves CPU only where nobody is waiting). Once
+levels below the requests, and commits that stream in settle into one delta (`batch_seconds`).
+A KB a reader waits for (`hurry`) is neither: its commits are applied at once, at the requests'
+priority (the waiting request lends the apply its own; batching and politeness save the requests
+CPU only where none is waiting). Once
 the oldest commit it has not applied is older than `lag_seconds`, or `lag_commits` or more wait, the
 sink catches up at the requests' priority (its own thread, which is never lowered), applying
 everything pending at once without settling, until nothing waits; then it is polite again. A
@@ -162,11 +164,14 @@ class SinkWorker(Generic[S]):
         poll_seconds: float,
         follow: Callable[[S, str], bool],
         due: Callable[[str, float], set[str]],
+        covers: Callable[[str, str, str], bool],
     ) -> None:
         """`follow(sink, slug)` brings one KB to main's head (True: it applied a delta); `due(name,
-        now)` names the KBs whose failed catch-up is due for a retry."""
+        now)` names the KBs whose failed catch-up is due for a retry; `covers(name, slug, version)`
+        says whether the sink covers a version a reader waits for."""
         self.follow = follow
         self.due = due
+        self.covers = covers
         self.sink = sink
         self.pace = pace
         self.poll = poll_seconds
@@ -180,7 +185,9 @@ class SinkWorker(Generic[S]):
         self.first_arrival = 0.0
         self.last_arrival = float("-inf")
         self.streaming = False
-        self.hurried: set[str] = set()  # KBs a reader waits for: applied without settling
+        self.hurried: dict[str, set[str]] = {}  # versions readers wait for, by KB: no settling
+        self.applying: set[str] = set()  # the KBs of the round under way
+        self.urgent = False  # a reader waits for the round under way: it runs at the requests' priority
         # The lag: commits handed in and not yet applied, and when the oldest of them came.
         self.waiting = 0
         self.oldest = 0.0
@@ -201,12 +208,27 @@ class SinkWorker(Generic[S]):
             self.pending |= slugs
             self.cond.notify_all()
 
-    def hurry(self, slugs: set[str]) -> None:
-        """A reader waits for these KBs: apply their pending commits now, without letting them settle
-        (a hurry that comes before its commits is kept for them)."""
+    def hurry(self, wanted: list[tuple[str, str]]) -> None:
+        """Readers wait for these (KB, version)s: apply them now, at the requests' priority. A hurry
+        for a KB being applied raises that apply; each is kept until the sink covers its version
+        (its commit may still be on its way), and one covered already counts for nothing."""
         with self.cond:
-            self.hurried |= slugs
+            for slug, version in wanted:
+                self.hurried.setdefault(slug, set()).add(version)
+                self.urgent = self.urgent or slug in self.applying
             self.cond.notify_all()
+
+    def _waited_for(self, slugs: set[str]) -> bool:
+        """Whether a reader waits for a version of `slugs` this sink does not cover (cond held);
+        forgets the versions it covers."""
+        waited = False
+        for slug in slugs & self.hurried.keys():
+            versions = {v for v in self.hurried[slug] if not self.covers(self.sink.name, slug, v)}
+            if versions:
+                self.hurried[slug], waited = versions, True
+            else:
+                del self.hurried[slug]
+        return waited
 
     def stop(self) -> None:
         with self.cond:
@@ -237,7 +259,7 @@ class SinkWorker(Generic[S]):
         if not self.pending or not self.streaming or batch <= 0:
             return
         due = self.first_arrival + batch
-        while not self.stopping and not self.pending & self.hurried:
+        while not self.stopping and not self._waited_for(self.pending):
             if self.catching_up or self.pace.behind(time.monotonic() - self.oldest, self.waiting):
                 self.catching_up = True
                 return
@@ -258,12 +280,22 @@ class SinkWorker(Generic[S]):
             wake = min(wake, self.last_apply + IDLE_SECONDS - time.monotonic())
         return max(wake, self.poll)
 
+    def _raise_in(self) -> float:
+        """Seconds until a polite apply under way should run at the requests' priority (<= 0: now)."""
+        with self.cond:
+            if self.urgent:
+                return 0.0
+        return self._left()
+
     def _run(self, work: Callable[[], T]) -> T:
-        """`work()` polite while close behind, else at the requests' priority in this thread."""
-        if self.catching_up or self.polite is None or self._left() <= 0:
+        """`work()` polite while close behind and nobody waits for it, else at the requests'
+        priority in this thread."""
+        if self.urgent or self.polite is None:
+            return work()
+        if self.catching_up or self._left() <= 0:
             self.catching_up = self.waiting > 0
             return work()
-        return self.polite.run(work, self._left)
+        return self.polite.run(work, self._raise_in)
 
     def _loop(self) -> None:
         if self.pace.nice > 0 and sys.platform.startswith("linux"):
@@ -283,14 +315,15 @@ class SinkWorker(Generic[S]):
             if self.stopping:
                 return False
             slugs, self.pending = set(self.pending), set()
-            self.hurried -= slugs  # their reader is served by this round
+            self.urgent = self._waited_for(slugs)  # this round serves a reader: at its priority
+            self.applying = slugs
             taken = self.waiting  # what this round covers: every commit handed in so far
-        now = time.monotonic()
-        slugs.update(self.due(self.sink.name, now))
+        slugs = slugs | self.due(self.sink.name, time.monotonic())  # `applying` is read under cond
         for slug in sorted(slugs):
             if self._run(functools.partial(self.follow, self.sink, slug)):
                 self.last_apply, self.idle_stage = time.monotonic(), 0
         with self.cond:
+            self.applying, self.urgent = set(), False
             self.waiting -= taken
             if self.waiting <= 0:
                 self.waiting, self.catching_up = 0, False  # caught up: polite again

@@ -2,9 +2,9 @@
 
 Writers (serve, `kbserver mcp`, import, the CLI) append `H slug version` after each new version;
 the follower appends `C sink slug version` once a sink covers a version, a reader that finds
-a sink damaged appends `D sink slug`, and a reader that starts waiting for a sink to cover its
-KB's head appends `W sink slug` (the follower then applies it without letting commits settle
-into a batch first). Every process tails the
+a sink damaged appends `D sink slug`, and a reader that starts waiting for a sink to cover a
+version appends `W sink slug version` (the follower then applies it at once, without letting
+commits settle into a batch first). Every process tails the
 file (one stat per poll), so no process has to scan every KB folder to learn of another's commits.
 Lines are short single `write`s on an `O_APPEND` descriptor, so concurrent appends never
 interleave. Past `max_bytes` a writer renames the log to `feed.log.1` under `feed.lock`; a reader
@@ -55,10 +55,11 @@ class Damaged:
 
 @dataclass(frozen=True)
 class Wanted:
-    """A reader waits for sink `sink` to cover `slug`'s head: the follower should not hold it back."""
+    """A reader waits for sink `sink` to cover `version` of `slug`: the follower should not hold it back."""
 
     sink: str
     slug: str
+    version: str
 
 
 Record = Head | Covered | Damaged | Wanted
@@ -70,14 +71,14 @@ def _parse(line: bytes) -> Record | None:
         return Head(parts[1], parts[2])
     if (
         len(parts) == 4
-        and parts[0] == "C"
+        and parts[0] in ("C", "W")
         and _WORD.match(parts[1])
         and _WORD.match(parts[2])
         and _HEX40.match(parts[3])
     ):
-        return Covered(parts[1], parts[2], parts[3])
-    if len(parts) == 3 and parts[0] in ("D", "W") and _WORD.match(parts[1]) and _WORD.match(parts[2]):
-        return (Damaged if parts[0] == "D" else Wanted)(parts[1], parts[2])
+        return (Covered if parts[0] == "C" else Wanted)(parts[1], parts[2], parts[3])
+    if len(parts) == 3 and parts[0] == "D" and _WORD.match(parts[1]) and _WORD.match(parts[2]):
+        return Damaged(parts[1], parts[2])
     return None  # a torn or foreign line: the feed is a hint, the repositories are the truth
 
 
@@ -98,8 +99,8 @@ class Feed:
     def damaged(self, sink: str, slug: str) -> None:
         self._append(f"D {sink} {slug}\n")
 
-    def wanted(self, sink: str, slug: str) -> None:
-        self._append(f"W {sink} {slug}\n")
+    def wanted(self, sink: str, slug: str, version: str) -> None:
+        self._append(f"W {sink} {slug} {version}\n")
 
     def _append(self, line: str) -> None:
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

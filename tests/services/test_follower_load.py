@@ -285,8 +285,44 @@ def test_a_sink_past_the_commit_bound_catches_up_at_the_requests_priority_then_i
         assert _until(lambda: services.follower.behind()["files"][0] == 0)  # type: ignore[attr-defined]
 
         last = _write(services, "notes", "c.md", "gannet")  # caught up: polite again
-        assert services.progress.wait_blocking("notes", last, 60)
+        assert _until(lambda: sink.seen[-1][0] == last)  # nobody waits (a wait would raise it)
         assert sink.seen[-1] == (last, min(19, base + 10), polite_tid)
+    finally:
+        sink.gate.set()
+        services.close()
+
+
+@linux_only
+def test_a_request_waiting_for_a_sink_lends_it_the_requests_priority(tmp_path: Path) -> None:
+    base = _nice(threading.get_native_id())
+    sink = PacedSink(tmp_path / "files-sink")
+    options = replace(SLOW_BATCH, follower_nice=10, follower_batch_ms=0)  # close behind all along
+    services = open_services(tmp_path / "data", options, [sink])
+    services.start()
+    waited: list[bool] = []
+    try:
+        kbs.create(services, ADMIN, "notes")
+        threads = _started(services, "notes", 2, polite=False)
+        sink.gate.clear()
+        sink.entered.clear()
+        held = _write(services, "notes", "a.md", "gannet")
+        assert sink.entered.wait(60)
+        assert sink.seen[-1][:2] == (held, min(19, base + 10))  # nobody waits: polite
+        polite_tid = sink.seen[-1][2]
+        version = _write(services, "notes", "b.md", "gannet")  # pending behind the held apply
+        waiter = threading.Thread(
+            target=lambda: waited.append(services.progress.wait_blocking("notes", version, 60))
+        )
+        waiter.start()
+        if _can_raise():  # the apply under way is raised for the request waiting behind it
+            assert _until(lambda: _nice(polite_tid) == base)
+        sink.gate.set()
+        waiter.join(timeout=90)
+        assert waited == [True]
+        assert sink.seen[-1] == (version, base, threads["kbserver-sink-files"])  # in the sink's thread
+        after = _write(services, "notes", "c.md", "gannet")  # nobody waits: polite again
+        assert _until(lambda: sink.seen[-1][0] == after)
+        assert sink.seen[-1] == (after, min(19, base + 10), polite_tid)
     finally:
         sink.gate.set()
         services.close()

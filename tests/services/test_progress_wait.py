@@ -62,16 +62,16 @@ async def test_a_wait_asks_once_for_each_sink_behind_and_a_lost_ask_only_logs(
     progress = Progress(
         services.repos, ["index", "slow"], lambda sink, slug: head if sink == "index" else None
     )
-    asked: list[tuple[str, str]] = []
+    asked: list[tuple[str, str, str]] = []
 
-    def ask(sink: str, slug: str) -> None:
-        asked.append((sink, slug))
+    def ask(sink: str, slug: str, version: str) -> None:
+        asked.append((sink, slug, version))
         raise OSError(28, "No space left on device")  # the feed line could not be written
 
     progress.on_wait = ask
     assert progress.wait_blocking(kb, head, timeout=0.3) is False  # a timeout, not the OSError
     assert await progress.wait(kb, head, timeout=0.3) is False
-    assert asked == [("slow", kb), ("slow", kb)]  # once a wait, only the sink that is behind
+    assert asked == [("slow", kb, head), ("slow", kb, head)]  # once a wait, only the sink that is behind
     assert "No space left on device" in caplog.text
     asked.clear()
     progress.record("slow", kb, head)

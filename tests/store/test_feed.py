@@ -24,15 +24,17 @@ def test_records_round_trip_and_a_reader_starts_at_the_end(tmp_path: Path) -> No
     feed.head("notes", V)
     feed.covered("index", "notes", V)
     feed.damaged("index", "notes")
-    feed.wanted("vectors", "notes")
+    feed.wanted("vectors", "notes", V)
     with open(feed.path, "ab") as f:
-        f.write(b"H bad/slug nothex\nX junk\n W index notes\nW in/dex notes\n")  # foreign: skipped
+        f.write(
+            b"H bad/slug nothex\nX junk\n W index notes " + V.encode() + b"\nW index notes\n"
+        )  # foreign: skipped
     assert reader.poll() == (
         [
             Head("notes", V),
             Covered("index", "notes", V),
             Damaged("index", "notes"),
-            Wanted("vectors", "notes"),
+            Wanted("vectors", "notes", V),
         ],
         False,
     )
