@@ -83,6 +83,7 @@ class _Polite:
         self.steps = steps
         self.cond = threading.Condition()
         self.job: tuple[Callable[[], object], Future[object]] | None = None
+        self.woken: threading.Event | None = None  # the waiting sink thread's: the job ended, or `nudge`
         self.tid: int | None = None
         self.lowered: int | None = None
         self.stopping = False
@@ -101,31 +102,45 @@ class _Polite:
                 # Taken before it runs: once its result is set the next job may come at once, and
                 # clearing `job` after that lost it (the sink thread then waited forever).
                 (work, future), self.job = self.job, None
-            if self.lowered is not None and _nice_of(self.tid) != self.lowered:
-                os.setpriority(os.PRIO_PROCESS, self.tid, self.lowered)  # raised last time: lower again
             try:
                 result = work()
             except BaseException as e:  # handed to the waiting sink thread, which raises it
+                self._lower()
                 future.set_exception(e)
             else:
+                self._lower()
                 future.set_result(result)
 
+    def _lower(self) -> None:
+        """Polite again after a job that was raised (in this thread: lowering needs no privilege)."""
+        tid, lowered = self.tid, self.lowered
+        if tid is not None and lowered is not None and _nice_of(tid) != lowered:
+            os.setpriority(os.PRIO_PROCESS, tid, lowered)
+
     def run(self, work: Callable[[], T], behind: Callable[[], float]) -> T:
-        """`work()` in the helper thread; `behind()` says how long until the bound passes (<= 0: now)."""
+        """`work()` in the helper thread; `behind()` says how long until it should run at the
+        requests' priority (<= 0: now), asked again at least every second and at each `nudge`."""
         future: Future[object] = Future()
+        woken = threading.Event()
+        future.add_done_callback(lambda _: woken.set())
         with self.cond:
-            self.job = (work, future)
+            self.job, self.woken = (work, future), woken
             self.cond.notify_all()
         raised = False
-        while True:
+        while not future.done():
             left = behind()
-            if raised or left > 0:
-                try:
-                    return future.result(timeout=None if raised else min(max(left, 0.005), 1.0))  # type: ignore[return-value]
-                except TimeoutError:
-                    continue
-            raised = True
-            self._raise()
+            if not raised and left <= 0:
+                raised = True
+                self._raise()
+            woken.wait(timeout=None if raised else min(max(left, 0.005), 1.0))
+            woken.clear()  # before `done()` is asked again: an end that comes after wakes the next wait
+        return future.result()  # type: ignore[return-value]
+
+    def nudge(self) -> None:
+        """Have the sink thread waiting for a job ask `behind()` again now (a reader came to wait)."""
+        with self.cond:
+            if self.woken is not None:
+                self.woken.set()
 
     def _raise(self) -> None:
         """Give the helper back the requests' priority, where the OS lets an unprivileged process."""
@@ -217,6 +232,9 @@ class SinkWorker(Generic[S]):
                 self.hurried.setdefault(slug, set()).add(version)
                 self.urgent = self.urgent or slug in self.applying
             self.cond.notify_all()
+            polite = self.polite if self.urgent else None
+        if polite is not None:
+            polite.nudge()  # a polite apply under way: raise it now, not at its next look
 
     def _waited_for(self, slugs: set[str]) -> bool:
         """Whether a reader waits for a version of `slugs` this sink does not cover (cond held);
