@@ -202,6 +202,7 @@ class SinkWorker(Generic[S]):
         self.streaming = False
         self.hurried: dict[str, set[str]] = {}  # versions readers wait for, by KB: no settling
         self.applying: set[str] = set()  # the KBs of the round under way
+        self.tidying = False  # housekeeping under way (an index merge can take seconds)
         self.urgent = False  # a reader waits for the round under way: it runs at the requests' priority
         # The lag: commits handed in and not yet applied, and when the oldest of them came.
         self.waiting = 0
@@ -225,12 +226,13 @@ class SinkWorker(Generic[S]):
 
     def hurry(self, wanted: list[tuple[str, str]]) -> None:
         """Readers wait for these (KB, version)s: apply them now, at the requests' priority. A hurry
-        for a KB being applied raises that apply; each is kept until the sink covers its version
+        for a KB being applied raises that apply, as it does housekeeping under way (the round that
+        serves the reader waits for it); each is kept until the sink covers its version
         (its commit may still be on its way), and one covered already counts for nothing."""
         with self.cond:
             for slug, version in wanted:
                 self.hurried.setdefault(slug, set()).add(version)
-                self.urgent = self.urgent or slug in self.applying
+                self.urgent = self.urgent or self.tidying or slug in self.applying
             self.cond.notify_all()
             polite = self.polite if self.urgent else None
         if polite is not None:
@@ -357,7 +359,12 @@ class SinkWorker(Generic[S]):
         return True
 
     def _housekeeping(self, paused: bool) -> None:
+        with self.cond:
+            self.tidying = True
         try:
             self._run(lambda: self.sink.idle(paused))
         except Exception:
             log.exception("housekeeping of sink %s failed; it will be retried", self.sink.name)
+        finally:
+            with self.cond:
+                self.tidying, self.urgent = False, False  # the next round sees what readers want

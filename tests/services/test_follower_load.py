@@ -223,6 +223,23 @@ class PacedSink(FileSink):
         super().apply(delta)
 
 
+class TidyingSink(PacedSink):
+    """A PacedSink whose housekeeping (an index merge, say) is held while `tidy_gate` is cleared."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.tidy_gate = threading.Event()
+        self.tidy_gate.set()
+        self.tidying = threading.Event()
+        self.tidy_tid: int | None = None
+
+    def idle(self, paused: bool) -> None:
+        if not self.tidy_gate.is_set():
+            self.tidy_tid = threading.get_native_id()
+            self.tidying.set()
+            assert self.tidy_gate.wait(60)
+
+
 def _can_raise() -> bool:
     """Whether this process may raise a thread's priority back (root, CAP_SYS_NICE or RLIMIT_NICE)."""
     allowed: list[bool] = []
@@ -383,3 +400,35 @@ def test_the_polite_thread_runs_every_job_handed_to_it_back_to_back() -> None:
     polite.stop()
     assert not thread.is_alive(), f"stuck after {len(done)} jobs"
     assert done == list(range(20_000))
+
+
+@linux_only
+def test_a_request_waiting_behind_housekeeping_raises_it(tmp_path: Path) -> None:
+    base = _nice(threading.get_native_id())
+    sink = TidyingSink(tmp_path / "files-sink")
+    options = replace(SLOW_BATCH, follower_nice=10, follower_batch_ms=0)
+    services = open_services(tmp_path / "data", options, [sink])
+    services.start()
+    waited: list[bool] = []
+    try:
+        kbs.create(services, ADMIN, "notes")
+        threads = _started(services, "notes", 2, polite=False)
+        sink.tidy_gate.clear()
+        first = _write(services, "notes", "a.md", "gannet")
+        assert sink.tidying.wait(60)  # after the apply, the housekeeping is held, polite
+        assert sink.seen[-1][0] == first and sink.tidy_tid is not None
+        assert _nice(sink.tidy_tid) == min(19, base + 10)
+        version = _write(services, "notes", "b.md", "gannet")  # waits behind the housekeeping
+        waiter = threading.Thread(
+            target=lambda: waited.append(services.progress.wait_blocking("notes", version, 60))
+        )
+        waiter.start()
+        if _can_raise():
+            assert _until(lambda: _nice(sink.tidy_tid) == base)  # type: ignore[arg-type]
+        sink.tidy_gate.set()
+        waiter.join(timeout=90)
+        assert waited == [True]
+        assert sink.seen[-1] == (version, base, threads["kbserver-sink-files"])
+    finally:
+        sink.tidy_gate.set()
+        services.close()
