@@ -55,14 +55,17 @@ def _all(paths: list[str]) -> None:
         future.result()  # re-raises an I/O error
 
 
-def sync_files(anchor: str, paths: Iterable[str]) -> None:
+def sync_files(anchor: str, paths: Iterable[str], nameless: Iterable[str] = ()) -> None:
     """Make `paths` (files under the repository `anchor`) and their folders durable.
 
     The files first, then each folder holding one, and for an object's `objects/xx` folder, which
-    the commit may have created, `objects` too: a new name is durable once its folder is.
+    the commit may have created, `objects` too: a new name is durable once its folder is. The files
+    `nameless` are flushed in the first round too, but not their folders: a lock file that is
+    renamed next needs its bytes durable, not its name (its new name's folder is flushed after
+    the rename).
     """
     files = list(dict.fromkeys(paths))
-    _all(files)
+    _all([*files, *nameless])
     folders: dict[str, None] = {}
     objects = os.path.join(anchor, "objects")
     for path in files:

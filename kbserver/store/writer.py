@@ -8,7 +8,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 
@@ -365,12 +365,13 @@ class Writer:
         objects.append(commit.id)
         return commit.id.decode(), root.id, objects
 
-    def _flush(self, objects: list[bytes], also: Sequence[str] = ()) -> None:
-        """Make the loose `objects` (and the files `also`) durable: fsync of them and their folders."""
+    def _flush(self, objects: list[bytes], lock: str | None = None) -> None:
+        """Make the loose `objects` durable (fsync of them and their folders), and the bytes of the
+        ref's `lock` file in the same round (its name needs no flush: it is renamed next)."""
         base = os.path.join(self._repo.path, "objects")
         paths = [os.path.join(base, sha.decode()[:2], sha.decode()[2:]) for sha in objects]
         paths = [p for p in paths if os.path.exists(p)]  # packed ones need nothing
-        sync_files(self._repo.path, [*paths, *also])
+        sync_files(self._repo.path, paths, nameless=[lock] if lock else [])
 
     def _move_main(self, old: str | None, new: str, written: list[bytes]) -> bool:
         """Compare-and-swap main from `old` to `new`, making the `written` objects durable first."""
@@ -416,7 +417,7 @@ class Writer:
             f.write(new.encode() + b"\n")
             if self._fsync:
                 f.flush()
-                self._flush(written, also=[path + ".lock"])
+                self._flush(written, lock=path + ".lock")
         return True  # closing renamed main.lock onto main
 
     def _sync_ref(self) -> None:

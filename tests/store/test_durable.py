@@ -23,8 +23,16 @@ def test_a_commit_fsyncs_its_objects_their_folders_and_the_ref(
     other = tmp_path / "someone-else.bin"
     other.write_bytes(b"x" * 4096)  # dirty data of another program on the same file system
     synced: list[str] = []
+    locked_then: list[bool] = []  # at each fsync of refs/heads: whether main.lock was still there
     real = durable.fsync_path
-    monkeypatch.setattr(durable, "fsync_path", lambda p: (synced.append(os.path.realpath(p)), real(p))[1])
+
+    def spy(path: str) -> None:
+        synced.append(os.path.realpath(path))
+        if os.path.basename(path) == "heads":
+            locked_then.append(os.path.exists(os.path.join(path, "main.lock")))
+        real(path)
+
+    monkeypatch.setattr(durable, "fsync_path", spy)
     monkeypatch.setattr(writer_module, "fsync_path", durable.fsync_path)  # main's folder once it moved
     repo, writer = repos.get("demo")
     version, _, _ = writer.submit(lambda _tip: CommitPlan({"a/b.md": b"bee\n"}, "write", AUTHOR))
@@ -41,7 +49,10 @@ def test_a_commit_fsyncs_its_objects_their_folders_and_the_ref(
     heads = os.path.join(root, "refs", "heads")
     assert os.path.join(heads, "main.lock") in synced and heads in synced  # the ref, then its folder
     assert os.path.join(heads, "main") not in synced  # flushed as main.lock already: once is enough
-    assert synced.count(heads) == 2  # for main.lock's name, then for main's after the rename
+    # Its folder once, after the rename: main.lock's own name never needs to be durable (it is
+    # renamed onto main, and only main's name in the folder matters).
+    assert synced.count(heads) == 1 and locked_then == [False]
+    assert synced.index(heads) > synced.index(os.path.join(heads, "main.lock"))
     assert all(p.startswith(root) for p in synced)  # nothing outside the repository
     assert str(other) not in synced
     git_fsck(repos.path("demo"))

@@ -108,8 +108,8 @@ def test_a_failing_flush_before_main_moves_fails_the_write_and_changes_nothing(
     real = writer_module.sync_files
     seen: list[list[str]] = []
 
-    def failing(anchor: str, paths: list[str]) -> None:
-        seen.append(list(paths))
+    def failing(anchor: str, paths: list[str], nameless: list[str]) -> None:
+        seen.append([*paths, *nameless])
         raise OSError(5, "Input/output error")
 
     monkeypatch.setattr(writer_module, "sync_files", failing)
