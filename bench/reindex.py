@@ -16,9 +16,18 @@ own (ru_maxrss), alternating within each round:
   the same texts, already in memory: tokenize='unicode61' and tokenize='porter unicode61'.
 
 The kbserver side also reads every file from git and parses front matter; FTS5 gets the texts
-handed to it and tokenizes only. Vectors: `reindex` embeds only files under memories/ (none here
-unless `--memories N` adds N memory files; then the vectors sink is timed on its own row, from an
-empty vector folder, in a separate process).
+handed to it and tokenizes only. Two more rows say where a faster engine could take the build:
+
+- kbserver's reading and parsing alone: the same walk of the tree, blob reads and `to_document`
+  (front matter, fields) as the rebuild, with no index written: what the build costs before any
+  engine sees a document, whatever the engine;
+- tantivy (Rust, via the `tantivy` package, one indexing thread, path and body stored, English
+  stemming), when that package is importable: a native engine building from the same texts in
+  memory, as FTS5 does. The bench installs nothing; `pip install tantivy` adds the row.
+
+Vectors: `reindex` embeds only files under memories/ (none here unless `--memories N` adds N
+memory files; then the vectors sink is timed on its own row, from an empty vector folder, in a
+separate process).
 
 Prints medians, the ratio to FTS5 (unicode61) and each side's memory peak (the process's
 ru_maxrss at the end, and above what it held just before the build).
@@ -27,6 +36,7 @@ ru_maxrss at the end, and above what it held just before the build).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import json
 import os
@@ -231,6 +241,47 @@ def child_fts(texts: Path, db: Path, tokenize: str, out: Path) -> None:
     out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
 
 
+def child_read(data: Path, out: Path) -> None:
+    """What the rebuild does before the engine: walk main's tree, read every blob, parse it."""
+    from kbserver.index.document import to_document
+    from kbserver.store.repo import KBRepo
+
+    repo = KBRepo(str(data / "kbs" / f"{SLUG}.git"))
+    try:
+        before, cpu = _current_rss_kb(), _cpu()
+        t = time.perf_counter()
+        count = 0
+        for path, blob in repo.view(repo.head()).walk():
+            to_document(path, repo.blob(blob.decode()).decode("utf-8", "replace"))
+            count += 1
+        seconds, cpu = time.perf_counter() - t, _cpu() - cpu
+    finally:
+        repo.close()
+    assert count, "no file read"
+    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
+
+
+def child_tantivy(texts: Path, folder: Path, out: Path) -> None:
+    import tantivy
+
+    docs = json.loads(texts.read_text(encoding="utf-8"))
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    before, cpu = _current_rss_kb(), _cpu()
+    t = time.perf_counter()
+    schema = tantivy.SchemaBuilder()
+    schema.add_text_field("path", stored=True, tokenizer_name="raw")
+    schema.add_text_field("body", stored=True, tokenizer_name="en_stem")
+    index = tantivy.Index(schema.build(), path=str(folder))
+    writer = index.writer(heap_size=256 * 1024 * 1024, num_threads=1)  # one thread, as FTS5 and Whoosh
+    for path, body in docs:
+        writer.add_document(tantivy.Document(path=path, body=body))
+    writer.commit()
+    writer.wait_merging_threads()
+    seconds, cpu = time.perf_counter() - t, _cpu() - cpu
+    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
+
+
 def _run(args: list[str], src: Path, out: Path) -> dict[str, float]:
     """One side in a fresh process, with kbserver imported from `src`. The child imports nothing of
     bench/ (its secrets.py would hide the standard library's): this file is run by path from `src`."""
@@ -278,6 +329,10 @@ def main(argv: list[str] | None = None) -> None:
         kind, *rest = args.child
         if kind == "kbserver":
             child_kbserver(Path(rest[0]), args.out, rest[1])
+        elif kind == "read":
+            child_read(Path(rest[0]), args.out)
+        elif kind == "tantivy":
+            child_tantivy(Path(rest[0]), Path(rest[1]), args.out)
         else:
             child_fts(Path(rest[0]), Path(rest[1]), rest[2], args.out)
         return
@@ -304,8 +359,13 @@ def main(argv: list[str] | None = None) -> None:
                 ["kbserver", str(base_data), "all"],
                 args.baseline.resolve(),
             )
+        sides["reading + parsing alone"] = (["read", str(data)], ROOT)
         for label, tokenize in FTS_TOKENIZERS.items():
             sides[label] = (["fts", str(texts), str(root / "fts.db"), tokenize], ROOT)
+        if importlib.util.find_spec("tantivy") is not None:
+            sides["tantivy (native engine)"] = (["tantivy", str(texts), str(root / "tantivy")], ROOT)
+        else:
+            _log("the tantivy row is left out: the tantivy package is not installed (pip install tantivy)")
         if args.memories:
             sides["vectors sink alone"] = (["kbserver", str(data), "vectors"], ROOT)
         results: dict[str, list[dict[str, float]]] = {label: [] for label in sides}
