@@ -16,7 +16,7 @@ import time
 from typing import Protocol
 
 from kbserver.core.errors import KBError
-from kbserver.services.parts import EventReader, Events
+from kbserver.services.parts import EventReader, Events, Watch
 from kbserver.store.feed import Head, Record
 
 __all__ = ["HeadLog", "SharedFeed"]
@@ -107,6 +107,10 @@ class SharedReader:
                 self._next = 0.0  # more to read at the next poll
         records += [Head(slug, version) for _, slug, version in rows]
         return records, rotated
+
+    def watch(self) -> Watch | None:
+        """None: the heads of other nodes come through the control store, which wakes nobody here."""
+        return None
 
     def close(self) -> None:
         self._local.close()

@@ -258,11 +258,32 @@ class VectorSearch(Protocol):
         ...
 
 
+class Watch(Protocol):
+    """Tells a waiting thread that new events may be there (kbserver.store.watch.FolderWatch)."""
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until events may have come (True), or `timeout` passed or `close` was called."""
+        ...
+
+    def close(self) -> None:
+        """Wake the waiting thread (its `wait` returns False)."""
+        ...
+
+    def release(self) -> None:
+        """Free what the watch holds, once no thread waits any more."""
+        ...
+
+
 class EventReader(Protocol):
     """Tails the events from where it was opened."""
 
     def poll(self) -> tuple[list[Record], bool]:
         """(the records since the last poll, whether some may have been missed: then reconcile)."""
+        ...
+
+    def watch(self) -> Watch | None:
+        """A watch that wakes when events come, so the reader is polled only then; None when every
+        event cannot be seen coming (then poll every `index_poll_seconds`)."""
         ...
 
     def close(self) -> None: ...

@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kbserver.store.watch import FolderWatch
+
 __all__ = ["Covered", "Damaged", "Feed", "FeedReader", "Head", "Wanted"]
 
 _MAX_BYTES = 4 * 1024 * 1024
@@ -176,6 +178,11 @@ class FeedReader:
                 records += self._drain()
             rotated = True
         return records, rotated
+
+    def watch(self) -> FolderWatch | None:
+        """A watch that wakes when the log is appended to, created or renamed by any process of
+        this machine (None where the OS cannot tell: then poll)."""
+        return FolderWatch.open(self._path.parent, [self._path.name])
 
     def close(self) -> None:
         if self._fd is not None:

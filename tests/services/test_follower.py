@@ -23,6 +23,7 @@ from kbserver.services import Services, kbs, search, writes
 from kbserver.services.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.services.follower import Delta
+from kbserver.store.watch import FolderWatch
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, state
 
@@ -373,6 +374,50 @@ def test_a_standby_follower_is_not_woken_by_this_process_s_commits(tmp_path: Pat
         assert leader.progress.wait_blocking("notes", version, 60)  # the leader learns it from the feed
         assert standby.progress.wait_blocking("notes", version, 60)  # and the standby what it covered
         assert [h.path for h in search.query(standby, ADMIN, "notes", "avocet", limit=5).hits] == ["a.md"]
+    finally:
+        standby.close()
+        leader.close()
+
+
+def _watch_threads() -> set[threading.Thread]:
+    return {t for t in threading.enumerate() if t.name == "kbserver-follower-watch" and t.is_alive()}
+
+
+def test_followers_hear_another_s_feed_lines_as_they_come_not_at_their_next_poll(tmp_path: Path) -> None:
+    # Both look at the feed only every 30 s: the waits below end sooner only because the feed's
+    # watch wakes the leader for the standby's commit and its W line, and the standby for the C line.
+    before = _watch_threads()
+    leader = open_services(tmp_path / "data", Options(embedder=None, index_poll_seconds=30.0))
+    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False, index_poll_seconds=30.0))
+    leader.start()
+    standby.start()
+    try:
+        kbs.create(standby, ADMIN, "notes")
+        req = WriteRequest(files=[Create(path="a.md", mode="create", content="avocet")])
+        version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
+        assert standby.progress.wait_blocking("notes", version, 20)
+        assert [h.path for h in search.query(standby, ADMIN, "notes", "avocet", limit=5).hits] == ["a.md"]
+        assert len(_watch_threads() - before) == 2  # one per process's follower
+    finally:
+        standby.close()
+        leader.close()
+    assert not _watch_threads() - before  # stopped with their followers
+
+
+def test_without_a_watch_the_followers_poll_the_feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(FolderWatch, "open", classmethod(lambda cls, folder, names: None))
+    before = _watch_threads()
+    leader = open_services(tmp_path / "data", Options(embedder=None, index_poll_seconds=0.01))
+    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False, index_poll_seconds=0.01))
+    leader.start()
+    standby.start()
+    try:
+        kbs.create(standby, ADMIN, "notes")
+        req = WriteRequest(files=[Create(path="b.md", mode="create", content="bittern")])
+        version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
+        assert standby.progress.wait_blocking("notes", version, 60)
+        assert [h.path for h in search.query(standby, ADMIN, "notes", "bittern", limit=5).hits] == ["b.md"]
+        assert not _watch_threads() - before
     finally:
         standby.close()
         leader.close()
