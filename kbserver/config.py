@@ -48,7 +48,10 @@ class Settings(BaseModel):
         description="how long a write waits for a busy KB before answering 503 `busy`",
     )
     index_poll_seconds: float = Field(
-        default=0.01, gt=0, description="how often the follower reads the feed of other processes' commits"
+        default=0.01,
+        gt=0,
+        description="how often the follower reads the feed of other processes' commits where it cannot "
+        "watch it (inotify: Linux, one node)",
     )
     follower_nice: int = Field(
         default=10,

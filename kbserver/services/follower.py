@@ -261,21 +261,22 @@ class Follower:
                 self._cond.notify_all()
         else:
             self._feed.wanted(sink, slug, version)
+            with self._cond:  # read the feed every `poll_seconds` now: the C line will come there
+                self._cond.notify_all()
 
     # -- the loop ------------------------------------------------------------------------------------
     def _loop(self) -> None:
         reader = self._feed.reader()
-        listener = self._listen(reader)
+        listener: threading.Thread | None = None
         next_reconcile = 0.0  # at once: catch up everything after a start or a takeover
         next_lead_try = 0.0
         try:
             while True:
+                if listener is None and self.leading:  # a leader is woken by the feed's lines
+                    listener = self._listen(reader)
                 with self._cond:
                     if not self._pending and not self._wanted and not self._stopping and not self._rung:
-                        # A watch that failed is gone: then poll every `poll_seconds` again.
-                        watched = self._watch is not None
-                        poll = max(self._poll, WATCHED_POLL_SECONDS) if watched else self._poll
-                        self._cond.wait(timeout=poll)
+                        self._cond.wait(timeout=self._pause(next_lead_try))
                     if self._stopping:
                         return
                     slugs, self._pending = set(self._pending), set()
@@ -321,10 +322,26 @@ class Follower:
                 listener.join(timeout=60)
             reader.close()
 
+    def _pause(self, next_lead_try: float) -> float:
+        """How long the loop may wait for a ring before it reads the feed anyway (the cond held).
+
+        A leader with a watch of the feed is rung for every line: it looks every 0.5 s besides, for
+        what the watch cannot see (a watch that failed is gone: then every `poll_seconds`). A
+        standby is not rung (its own commits would wake it for nothing): the feed tells it what the
+        sinks cover, which matters to this process's waiters, so it reads the feed every
+        `poll_seconds` while someone here waits, else at its next try to lead, and every 0.5 s."""
+        if self.leading:
+            return max(self._poll, WATCHED_POLL_SECONDS) if self._watch is not None else self._poll
+        if self._progress.waited():
+            return self._poll
+        if self._want_lead:
+            return min(WATCHED_POLL_SECONDS, max(0.0, next_lead_try - time.monotonic()))
+        return WATCHED_POLL_SECONDS
+
     def _listen(self, reader: EventReader) -> threading.Thread | None:
         """Start a thread that rings the loop whenever the feed's watch sees a line come (the loop
-        then needs no poll every `index_poll_seconds`: ~15 ms of CPU a second per idle process);
-        None where the feed cannot be watched."""
+        then needs no poll every `poll_seconds`: ~15 ms of CPU a second per idle process); None
+        where the feed cannot be watched."""
         watch = reader.watch()
         if watch is None:
             return None

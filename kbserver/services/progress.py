@@ -42,6 +42,7 @@ class Progress:
         self._cond = threading.Condition()
         self._generation = 0  # bumped by every record: blocking waiters wait for it to move
         self._async: dict[str, list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]]] = {}
+        self._waits = 0  # waits under way, async or blocking (the standby follower reads the feed faster)
 
     # -- recording ----------------------------------------------------------------------------------
     def record(self, sink: str, slug: str, version: str | None) -> None:
@@ -107,27 +108,38 @@ class Progress:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         first = True
-        while True:
-            future: asyncio.Future[None] = loop.create_future()
-            with self._cond:  # registered before checking, so no record slips between
-                self._async.setdefault(slug, []).append((loop, future))
-            try:
-                # The check reads git objects: off the event loop, on a short-lived pool thread.
-                if await threads.run(self._look, slug, version, sinks, first):
-                    return True
-                first = False
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(future, remaining)
-            finally:  # however it ends, a cancelled caller's included: no waiter is left behind
-                self._unregister(slug, future)
+        with self._cond:
+            self._waits += 1
+        try:
+            while True:
+                future: asyncio.Future[None] = loop.create_future()
+                with self._cond:  # registered before checking, so no record slips between
+                    self._async.setdefault(slug, []).append((loop, future))
+                try:
+                    # The check reads git objects: off the event loop, on a short-lived pool thread.
+                    if await threads.run(self._look, slug, version, sinks, first):
+                        return True
+                    first = False
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        return False
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(future, remaining)
+                finally:  # however it ends, a cancelled caller's included: no waiter is left behind
+                    self._unregister(slug, future)
+        finally:
+            with self._cond:
+                self._waits -= 1
 
     def waiting(self, slug: str) -> int:
         """How many async waits on `slug` are registered now."""
         with self._cond:
             return len(self._async.get(slug, []))
+
+    def waited(self) -> bool:
+        """Whether anybody waits now, for any KB (async or blocking)."""
+        with self._cond:
+            return self._waits > 0
 
     def _unregister(self, slug: str, future: asyncio.Future[None]) -> None:
         with self._cond:
@@ -142,17 +154,23 @@ class Progress:
         """`wait` for callers that already run in a thread of their own (the CLI, sync MCP tools)."""
         deadline = time.monotonic() + timeout
         first = True
-        while True:
+        with self._cond:
+            self._waits += 1
+        try:
+            while True:
+                with self._cond:
+                    seen = self._generation
+                if self._look(slug, version, sinks, first):
+                    return True
+                first = False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                with self._cond:
+                    self._cond.wait_for(functools.partial(self._moved, seen), timeout=remaining)
+        finally:
             with self._cond:
-                seen = self._generation
-            if self._look(slug, version, sinks, first):
-                return True
-            first = False
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            with self._cond:
-                self._cond.wait_for(functools.partial(self._moved, seen), timeout=remaining)
+                self._waits -= 1
 
     def _look(self, slug: str, version: str, sinks: Sequence[str] | None, first: bool) -> bool:
         """`covers`; at a wait's first look, tell `on_wait` of each sink that does not cover yet."""

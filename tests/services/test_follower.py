@@ -22,7 +22,7 @@ from kbserver.core.model import Create, WriteRequest
 from kbserver.services import Services, kbs, search, writes
 from kbserver.services.auth import ADMIN
 from kbserver.services.context import Options
-from kbserver.services.follower import Delta
+from kbserver.services.follower import WATCHED_POLL_SECONDS, Delta
 from kbserver.store.watch import FolderWatch
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, state
@@ -383,12 +383,13 @@ def _watch_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name == "kbserver-follower-watch" and t.is_alive()}
 
 
-def test_followers_hear_another_s_feed_lines_as_they_come_not_at_their_next_poll(tmp_path: Path) -> None:
-    # Both look at the feed only every 30 s: the waits below end sooner only because the feed's
-    # watch wakes the leader for the standby's commit and its W line, and the standby for the C line.
+def test_the_leader_hears_another_s_feed_lines_as_they_come_not_at_its_next_poll(tmp_path: Path) -> None:
+    # The leader looks at the feed only every 30 s: the wait below ends sooner only because the
+    # feed's watch wakes it for the standby's commit and W line. The standby is not watched: it
+    # reads the feed every index_poll_seconds while somebody in its process waits.
     before = _watch_threads()
     leader = open_services(tmp_path / "data", Options(embedder=None, index_poll_seconds=30.0))
-    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False, index_poll_seconds=30.0))
+    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False, index_poll_seconds=0.01))
     leader.start()
     standby.start()
     try:
@@ -397,7 +398,7 @@ def test_followers_hear_another_s_feed_lines_as_they_come_not_at_their_next_poll
         version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
         assert standby.progress.wait_blocking("notes", version, 20)
         assert [h.path for h in search.query(standby, ADMIN, "notes", "avocet", limit=5).hits] == ["a.md"]
-        assert len(_watch_threads() - before) == 2  # one per process's follower
+        assert len(_watch_threads() - before) == 1  # the leader's
     finally:
         standby.close()
         leader.close()
@@ -421,3 +422,28 @@ def test_without_a_watch_the_followers_poll_the_feed(tmp_path: Path, monkeypatch
     finally:
         standby.close()
         leader.close()
+
+
+def test_how_often_each_follower_reads_the_feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    leader = open_services(tmp_path / "data", Options(embedder=None))
+    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False))
+    leader.start()
+    standby.start()
+    try:
+        _until(lambda: leader.follower._watch is not None)
+        later = time.monotonic() + 60
+        assert leader.follower._pause(later) == WATCHED_POLL_SECONDS  # rung by the watch meanwhile
+        assert standby.follower._pause(later) == WATCHED_POLL_SECONDS  # nobody here waits
+        monkeypatch.setattr(standby.progress, "waited", lambda: True)
+        assert standby.follower._pause(later) == 0.01  # index_poll_seconds: the C line comes there
+    finally:
+        standby.close()
+        leader.close()
+    # A standby that may lead looks again at its next try.
+    again = open_services(tmp_path / "data", Options(embedder=None))
+    try:
+        assert not again.follower.leading
+        assert again.follower._pause(time.monotonic() + 0.2) <= 0.2
+        assert again.follower._pause(time.monotonic() - 1) == 0.0
+    finally:
+        again.close()

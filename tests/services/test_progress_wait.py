@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 
@@ -35,10 +36,12 @@ async def test_a_cancelled_wait_is_unregistered(services: Services, kb: str, set
     await asyncio.sleep(settle)
     for task in waits:
         task.cancel()
+    assert progress.waited()
     for task in waits:
         with pytest.raises(asyncio.CancelledError):
             await task
     assert progress.waiting(kb) == 0
+    assert not progress.waited()  # a standby follower reads the feed slowly again
 
 
 async def test_waits_that_end_are_unregistered(services: Services, kb: str) -> None:
@@ -47,11 +50,25 @@ async def test_waits_that_end_are_unregistered(services: Services, kb: str) -> N
     assert head is not None
     assert await progress.wait(kb, head, timeout=0.05) is False  # timed out
     assert progress.waiting(kb) == 0
+    assert not progress.waited()
     covered = asyncio.create_task(progress.wait(kb, head, timeout=600))
     await _registered(progress, kb, 1)
+    assert progress.waited()
     progress.record("slow", kb, head)
     assert await asyncio.wait_for(covered, 60) is True
-    assert progress.waiting(kb) == 0
+    assert progress.waiting(kb) == 0 and not progress.waited()
+    ended: list[bool] = []
+    later = "f" * 40  # a version the sink covers only once recorded below
+    blocked = threading.Thread(target=lambda: ended.append(progress.wait_blocking(kb, later, 600)))
+    blocked.start()
+    for _ in range(2000):  # bounded: ~20 s at most
+        if progress.waited():
+            break
+        await asyncio.sleep(0.01)
+    assert progress.waited() and not ended  # a blocking wait counts too
+    progress.record("slow", kb, later)
+    blocked.join(timeout=60)
+    assert ended == [True] and not progress.waited()
 
 
 async def test_a_wait_asks_once_for_each_sink_behind_and_a_lost_ask_only_logs(
