@@ -317,7 +317,10 @@ def write_loose(objects: str, table: TreeTable, level: int) -> str:
     data = packer.compress(_header(raw)) + packer.compress(raw) + packer.flush()
 
     def write() -> str:
-        os.makedirs(folder, exist_ok=True)
+        try:  # not os.makedirs(exist_ok=True): it raises when the folder is pruned after its EEXIST
+            os.mkdir(folder)
+        except FileExistsError:
+            pass  # pruned before the open: FileNotFoundError there, and retried
         with GitFile(path, "wb", mask=_OBJECT_MODE, fsync=False) as f:
             f.write(data)
         return path

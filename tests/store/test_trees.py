@@ -4,6 +4,7 @@ the loose objects we write are read back by dulwich and pass `git fsck`."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import zlib
@@ -207,6 +208,32 @@ def test_writing_a_tree_that_is_already_stored_keeps_the_file(tmp_path: Path) ->
     data = Path(first).read_bytes()
     assert write_loose(str(tmp_path), table, 9) == first
     assert Path(first).read_bytes() == data
+
+
+def test_a_folder_pruned_right_after_its_mkdir_found_it_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A repack's prune-packed removes emptied objects/xx folders while writers write: the mkdir
+    # finds the folder (EEXIST) and it is gone before the open. os.makedirs(exist_ok=True) then
+    # raised FileExistsError, which failed the write (CI, test_writes_during_repacks_all_land).
+    real_mkdir = os.mkdir
+    raced: list[str] = []
+
+    def mkdir_then_pruned(path: str | os.PathLike[str], mode: int = 0o777, **kw: object) -> None:
+        path = os.fspath(path)
+        if path not in raced:  # once per folder: it was there, and is pruned at once
+            raced.append(path)
+            if os.path.isdir(path) and not os.listdir(path):
+                os.rmdir(path)
+            raise FileExistsError(17, "File exists", path)
+        real_mkdir(path, mode)
+
+    table = EMPTY.edited({b"a": (0o100644, BLOBS[0].id)})
+    monkeypatch.setattr(os, "mkdir", mkdir_then_pruned)
+    written = write_loose(str(tmp_path), table, 1)
+    monkeypatch.undo()
+    assert raced == [os.path.dirname(written)]
+    assert zlib.decompress(Path(written).read_bytes()).endswith(table.raw())
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs C git")
