@@ -188,6 +188,11 @@ def _current_rss_kb() -> int:
     return 0
 
 
+def _report(out: Path, seconds: float, cpu: float, before_kb: int) -> None:
+    """A child's result for `_run`: its wall and CPU seconds, its memory peak and what it held before."""
+    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before_kb}))
+
+
 def child_kbserver(data: Path, out: Path, sinks: str) -> None:
     """Time `kbserver reindex` (sinks "all"), or only the vectors sink's rebuild (sinks "vectors")."""
     for name in ("index", "vectors"):
@@ -222,7 +227,7 @@ def child_kbserver(data: Path, out: Path, sinks: str) -> None:
         finally:
             services.close()
     cpu = _cpu() - cpu
-    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
+    _report(out, seconds, cpu, before)
 
 
 def child_fts(texts: Path, db: Path, tokenize: str, out: Path) -> None:
@@ -238,7 +243,7 @@ def child_fts(texts: Path, db: Path, tokenize: str, out: Path) -> None:
     con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     con.close()
     seconds, cpu = time.perf_counter() - t, _cpu() - cpu
-    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
+    _report(out, seconds, cpu, before)
 
 
 def child_read(data: Path, out: Path) -> None:
@@ -258,7 +263,7 @@ def child_read(data: Path, out: Path) -> None:
     finally:
         repo.close()
     assert count, "no file read"
-    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
+    _report(out, seconds, cpu, before)
 
 
 def child_tantivy(texts: Path, folder: Path, out: Path) -> None:
@@ -279,7 +284,7 @@ def child_tantivy(texts: Path, folder: Path, out: Path) -> None:
     writer.commit()
     writer.wait_merging_threads()
     seconds, cpu = time.perf_counter() - t, _cpu() - cpu
-    out.write_text(json.dumps({"seconds": seconds, "cpu": cpu, "peak_kb": _rss_kb(), "before_kb": before}))
+    _report(out, seconds, cpu, before)
 
 
 def _run(args: list[str], src: Path, out: Path) -> dict[str, float]:

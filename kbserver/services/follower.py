@@ -171,9 +171,7 @@ class Follower:
     def stop(self) -> None:
         with self._cond:
             self._stopping = True
-            self._cond.notify_all()
-            if self._watch is not None:
-                self._watch.close()
+            self._cond.notify_all()  # the loop returns, and closes the feed's watch on its way out
         for worker in self._workers:
             worker.stop()
         if self._thread is not None:
@@ -346,9 +344,6 @@ class Follower:
         if watch is None:
             return None
         with self._cond:
-            if self._stopping:
-                watch.release()
-                return None
             self._watch = watch
 
         def ring() -> None:

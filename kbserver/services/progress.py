@@ -8,7 +8,7 @@ import functools
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from kbserver.core import threads
 from kbserver.core.errors import KBError
@@ -108,9 +108,7 @@ class Progress:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         first = True
-        with self._cond:
-            self._waits += 1
-        try:
+        with self._counted():
             while True:
                 future: asyncio.Future[None] = loop.create_future()
                 with self._cond:  # registered before checking, so no record slips between
@@ -127,9 +125,6 @@ class Progress:
                         await asyncio.wait_for(future, remaining)
                 finally:  # however it ends, a cancelled caller's included: no waiter is left behind
                     self._unregister(slug, future)
-        finally:
-            with self._cond:
-                self._waits -= 1
 
     def waiting(self, slug: str) -> int:
         """How many async waits on `slug` are registered now."""
@@ -140,6 +135,17 @@ class Progress:
         """Whether anybody waits now, for any KB (async or blocking)."""
         with self._cond:
             return self._waits > 0
+
+    @contextlib.contextmanager
+    def _counted(self) -> Iterator[None]:
+        """One wait under way, however it ends (for `waited`)."""
+        with self._cond:
+            self._waits += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._waits -= 1
 
     def _unregister(self, slug: str, future: asyncio.Future[None]) -> None:
         with self._cond:
@@ -154,9 +160,7 @@ class Progress:
         """`wait` for callers that already run in a thread of their own (the CLI, sync MCP tools)."""
         deadline = time.monotonic() + timeout
         first = True
-        with self._cond:
-            self._waits += 1
-        try:
+        with self._counted():
             while True:
                 with self._cond:
                     seen = self._generation
@@ -168,9 +172,6 @@ class Progress:
                     return False
                 with self._cond:
                     self._cond.wait_for(functools.partial(self._moved, seen), timeout=remaining)
-        finally:
-            with self._cond:
-                self._waits -= 1
 
     def _look(self, slug: str, version: str, sinks: Sequence[str] | None, first: bool) -> bool:
         """`covers`; at a wait's first look, tell `on_wait` of each sink that does not cover yet."""

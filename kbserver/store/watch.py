@@ -81,9 +81,7 @@ class FolderWatch:
                 ready, _, _ = select.select([self._fd, self._wake_r], [], [], timeout)
             except (OSError, ValueError):  # closed meanwhile
                 return False
-            if self._closed or not ready:
-                return False
-            if self._wake_r in ready:
+            if self._closed or not ready or self._wake_r in ready:
                 return False
             if self._changed():
                 return True

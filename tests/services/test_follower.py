@@ -383,6 +383,15 @@ def _watch_threads() -> set[threading.Thread]:
     return {t for t in threading.enumerate() if t.name == "kbserver-follower-watch" and t.is_alive()}
 
 
+def _standby_write_is_found(standby: Services, path: str, word: str, timeout: float) -> None:
+    """A standby's write: its wait ends within `timeout`, and its own search finds it."""
+    kbs.create(standby, ADMIN, "notes")
+    req = WriteRequest(files=[Create(path=path, mode="create", content=word)])
+    version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
+    assert standby.progress.wait_blocking("notes", version, timeout)
+    assert [h.path for h in search.query(standby, ADMIN, "notes", word, limit=5).hits] == [path]
+
+
 def test_the_leader_hears_another_s_feed_lines_as_they_come_not_at_its_next_poll(tmp_path: Path) -> None:
     # The leader looks at the feed only every 30 s: the wait below ends sooner only because the
     # feed's watch wakes it for the standby's commit and W line. The standby is not watched: it
@@ -393,11 +402,7 @@ def test_the_leader_hears_another_s_feed_lines_as_they_come_not_at_its_next_poll
     leader.start()
     standby.start()
     try:
-        kbs.create(standby, ADMIN, "notes")
-        req = WriteRequest(files=[Create(path="a.md", mode="create", content="avocet")])
-        version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
-        assert standby.progress.wait_blocking("notes", version, 20)
-        assert [h.path for h in search.query(standby, ADMIN, "notes", "avocet", limit=5).hits] == ["a.md"]
+        _standby_write_is_found(standby, "a.md", "avocet", 20)
         assert len(_watch_threads() - before) == 1  # the leader's
     finally:
         standby.close()
@@ -413,11 +418,7 @@ def test_without_a_watch_the_followers_poll_the_feed(tmp_path: Path, monkeypatch
     leader.start()
     standby.start()
     try:
-        kbs.create(standby, ADMIN, "notes")
-        req = WriteRequest(files=[Create(path="b.md", mode="create", content="bittern")])
-        version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
-        assert standby.progress.wait_blocking("notes", version, 60)
-        assert [h.path for h in search.query(standby, ADMIN, "notes", "bittern", limit=5).hits] == ["b.md"]
+        _standby_write_is_found(standby, "b.md", "bittern", 60)
         assert not _watch_threads() - before
     finally:
         standby.close()
