@@ -192,8 +192,14 @@ class Follower:
             except BlockingIOError:
                 os.close(fd)
                 return False
-            self._lock_fd = fd
-            self._term = _next_term(fd)
+            try:
+                term = _next_term(fd)
+            except OSError as exc:  # the term cannot be recorded: leading without it is unfenced
+                os.close(fd)  # the flock goes with it; the next lead try comes later
+                log.warning("could not record a follower term in %s: %s", self._lock_path, exc)
+                return False
+            # leading only once the term is in the file: whoever sees `leading` may read it
+            self._term, self._lock_fd = term, fd
         log.info("this process follows main (term %d; sinks: %s)", self._term, self._names())
         return True
 

@@ -7,8 +7,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import kbs, writes
+from kbserver.services import Services, follower, kbs, writes
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_services
 
@@ -17,14 +19,67 @@ def _term(data: Path) -> int:
     return int((data / "follower.lock").read_text().strip() or 0)
 
 
+def _await_lead(services: Services, what: str) -> None:
+    deadline = time.monotonic() + 60
+    while not services.follower.leading:
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def test_a_leader_is_leading_only_once_its_term_is_in_the_lock_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whoever sees `leading` may read the term (CI once read an empty lock file in between)."""
+    seen: list[bool] = []
+    record = follower._next_term
+
+    def watched(fd: int) -> int:
+        seen.append(services.follower.leading)
+        return record(fd)
+
+    monkeypatch.setattr(follower, "_next_term", watched)
+    services = open_services(tmp_path / "data")
+    try:
+        services.start()
+        _await_lead(services, "the follower never took the lead")
+        assert seen == [False]
+        assert _term(tmp_path / "data") == 1
+    finally:
+        services.close()
+
+
+def test_a_term_that_cannot_be_recorded_leaves_the_follower_standing_by_until_it_can(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Leading without a recorded term is unfenced; the loop lives on and tries again."""
+    failures = [OSError(5, "Input/output error")]
+    record = follower._next_term
+
+    def flaky(fd: int) -> int:
+        if failures:
+            raise failures.pop()
+        return record(fd)
+
+    monkeypatch.setattr(follower, "_next_term", flaky)
+    services = open_services(tmp_path / "data")
+    try:
+        services.start()
+        _await_lead(services, "the follower never led after one failed term write")
+        assert not failures
+        assert _term(tmp_path / "data") == 1
+        kbs.create(services, ADMIN, "notes")
+        req = WriteRequest(files=[Create(path="a.md", mode="create", content="albatross\n")])
+        version = writes.submit(services, ADMIN, "notes", req).version
+        assert services.progress.wait_blocking("notes", version, 60)
+    finally:
+        services.close()
+
+
 def test_each_leader_takes_a_larger_term_and_a_stale_one_stands_by(tmp_path: Path) -> None:
     data = tmp_path / "data"
     first = open_services(data)
     first.start()
-    deadline = time.monotonic() + 60
-    while not first.follower.leading:
-        assert time.monotonic() < deadline, "the follower never took the lead"
-        time.sleep(0.02)
+    _await_lead(first, "the follower never took the lead")
     term = _term(data)
     assert term >= 1
     kbs.create(first, ADMIN, "notes")
@@ -40,9 +95,6 @@ def test_each_leader_takes_a_larger_term_and_a_stale_one_stands_by(tmp_path: Pat
     first.close()
     second = open_services(data)
     second.start()
-    deadline = time.monotonic() + 60
-    while not second.follower.leading:
-        assert time.monotonic() < deadline, "the second process never took the lead"
-        time.sleep(0.02)
+    _await_lead(second, "the second process never took the lead")
     assert _term(data) == term + 7  # a new leader's term outgrows every earlier one
     second.close()
