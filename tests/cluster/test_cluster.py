@@ -185,7 +185,10 @@ def _asker(url: str, auth: dict[str, str], name: str, ledger: Ledger, seed: int)
         for i in range(WRITES_EACH):
             path, content = f"p/{name}/{i}.md", f"{_word(rng)} proposed by {name}\n"
             body = {"files": [{"path": path, "mode": "create", "content": content}], "run_id": run}
-            r = _write(http, body, auth, ledger, deadline)
+            # keyed, as a client that retries must be: an ask whose answer died with its node would
+            # otherwise leave a second proposal, stale once the first is approved
+            keyed = {**auth, "Idempotency-Key": f"{name}-{i}"}
+            r = _write(http, body, keyed, ledger, deadline)
             if r is not None and r.status_code == 202:
                 with ledger.lock:
                     ledger.proposals.append(r.json()["proposal"]["id"])
@@ -194,18 +197,26 @@ def _asker(url: str, auth: dict[str, str], name: str, ledger: Ledger, seed: int)
 
 
 def _approver(url: str, ledger: Ledger, done: threading.Event) -> None:
-    """The admin: approves every pending proposal through the balancer until the askers are done."""
+    """The admin: approves every pending proposal through the balancer until the askers are done.
+
+    A proposal whose approval is refused for its content (it stays pending, stale) is a problem, and
+    is not tried again: waiting for it to leave the pending list would never end."""
+    refused: set[str] = set()
     with httpx.Client(base_url=url, timeout=60) as http:
         while True:
             finished = done.is_set()
             try:
                 r = http.get(f"/api/v1/kbs/{KB}/proposals", params={"status": "pending"}, headers=ADMIN)
-                pending = [p["id"] for p in r.json()["proposals"]] if r.status_code == 200 else []
+                listed = [p["id"] for p in r.json()["proposals"]] if r.status_code == 200 else []
+                pending = [pid for pid in listed if pid not in refused]
                 for pid in pending:
                     a = http.post(f"/api/v1/kbs/{KB}/proposals/{pid}/approve", headers=ADMIN)
                     if a.status_code in RETRY:
                         ledger.failed()
-                    elif a.status_code not in (200, 409):
+                    elif a.status_code == 409 and a.json()["error"]["code"] == "not_pending":
+                        pass  # decided meanwhile, or being approved through another node
+                    elif a.status_code != 200:
+                        refused.add(pid)
                         ledger.problem(f"approve {pid}: {a.status_code} {a.text[:300]}")
             except httpx.TransportError:
                 ledger.failed()
