@@ -17,7 +17,8 @@ within each round (the machine's load varies more between runs than between serv
 `--writes` writes, sequential from one client; the time from the last write's answer until a search
 finds its one word (polled every 20 ms: "last write searchable after"); the server's CPU until it
 is idle again (its process and every child, from /proc/PID/stat: the write's share of indexing and
-embedding included, the lag polls' searches taken out); then `--searches` searches. Prints p50/p95
+embedding included, the lag polls' searches taken out; once with the server's idle rate taken out,
+once with it left in); then `--searches` searches. Prints p50/p95
 per call, server CPU per call, the lag (median and worst round) and each variant's ratio to
 server-memory. A variant's `source=DIR` runs the kbserver checkout in DIR (e.g. `git archive main`
 unpacked) instead of this one: code before and after a change, side by side in one run.
@@ -92,6 +93,8 @@ class Samples:
     search: list[float] = field(default_factory=list)
     lag: list[float] = field(default_factory=list)
     write_cpu: list[float] = field(default_factory=list)  # seconds per call, one per round
+    write_cpu_total: list[float] = field(default_factory=list)  # the same, the idle rate not taken out
+    idle: float = 0.0  # CPU seconds per second doing nothing
     search_cpu: list[float] = field(default_factory=list)
 
 
@@ -256,7 +259,8 @@ async def _round(server: Any, r: int, writes: int, searches: int, out: Samples) 
         await asyncio.sleep(POLL)
     out.lag.append(time.perf_counter() - acked)
     cpu1 = await _settle(server)
-    busy = cpu1 - cpu0 - server.idle * (time.monotonic() - t0)  # what doing nothing costs is no write's
+    used = cpu1 - cpu0
+    busy = used - server.idle * (time.monotonic() - t0)  # what doing nothing costs is no write's
     for i in range(searches):
         start = time.perf_counter()
         await server.search(WORDS[(r * 13 + i) % len(WORDS)])
@@ -265,6 +269,10 @@ async def _round(server: Any, r: int, writes: int, searches: int, out: Samples) 
     per_search = (cpu2 - cpu1) / searches  # the idle cost over a few seconds: well under a tick
     out.search_cpu.append(per_search)
     out.write_cpu.append(max(0.0, busy - (polls + 1) * per_search) / writes)
+    # Taking the idle rate out credits the writes with whatever a variant spends doing nothing over
+    # the burst and both settling windows (9 s or more): a change of idle cost would show as a
+    # change of write cost. This figure keeps it in, so the two together tell them apart.
+    out.write_cpu_total.append(max(0.0, used - (polls + 1) * per_search) / writes)
 
 
 def _variant(spec: str) -> tuple[str, dict[str, str]]:
@@ -295,7 +303,7 @@ async def _run(servers: list[Any], args: argparse.Namespace) -> dict[str, Sample
             await stack.enter_async_context(server.running())
             await server.preload(_notes(args.notes))
         for server in servers:
-            server.idle = await _idle_rate(server)
+            server.idle = results[server.name].idle = await _idle_rate(server)
             print(f"{server.name}: {server.idle * 1000:.1f} ms of CPU per second when idle", flush=True)
         for r in range(args.rounds):
             for server in servers if r % 2 == 0 else servers[::-1]:
@@ -313,6 +321,8 @@ def _rows(results: dict[str, Samples], peer: str | None) -> list[tuple[object, .
         ("write p50 ms", lambda s: percentiles(s.write, 50)[0]),
         ("write p95 ms", lambda s: percentiles(s.write, 95)[0]),
         ("server CPU per write ms", lambda s: ms(s.write_cpu)),
+        ("server CPU per write, idle included, ms", lambda s: ms(s.write_cpu_total)),
+        ("server CPU when idle, ms per s", lambda s: s.idle * 1000),
         ("search p50 ms", lambda s: percentiles(s.search, 50)[0]),
         ("search p95 ms", lambda s: percentiles(s.search, 95)[0]),
         ("server CPU per search ms", lambda s: ms(s.search_cpu)),
