@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -360,13 +361,25 @@ def test_reindex_swaps_in_a_new_index_while_searches_go_on(services: Services, k
     assert services.progress.covered("index", kb) == v
 
 
-def test_a_standby_follower_is_not_woken_by_this_process_s_commits(tmp_path: Path) -> None:
-    # The serving process stands by while its child follows: every commit woke its loop for nothing.
-    leader = open_services(tmp_path / "data", Options(embedder=None))
-    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False))
+@contextmanager
+def _leader_and_standby(
+    data: Path, leader_poll: float = 0.01, standby_poll: float = 0.01
+) -> Iterator[tuple[Services, Services]]:
+    """Two processes' services on one data folder, started: one leads, the other stands by."""
+    leader = open_services(data, Options(embedder=None, index_poll_seconds=leader_poll))
+    standby = open_services(data, Options(embedder=None, follow=False, index_poll_seconds=standby_poll))
     leader.start()
     standby.start()
     try:
+        yield leader, standby
+    finally:
+        standby.close()
+        leader.close()
+
+
+def test_a_standby_follower_is_not_woken_by_this_process_s_commits(tmp_path: Path) -> None:
+    # The serving process stands by while its child follows: every commit woke its loop for nothing.
+    with _leader_and_standby(tmp_path / "data") as (leader, standby):
         kbs.create(standby, ADMIN, "notes")
         req = WriteRequest(files=[Create(path="a.md", mode="create", content="avocet")])
         version = writes.submit(standby, ADMIN, "notes", req).version  # type: ignore[union-attr]
@@ -374,9 +387,6 @@ def test_a_standby_follower_is_not_woken_by_this_process_s_commits(tmp_path: Pat
         assert leader.progress.wait_blocking("notes", version, 60)  # the leader learns it from the feed
         assert standby.progress.wait_blocking("notes", version, 60)  # and the standby what it covered
         assert [h.path for h in search.query(standby, ADMIN, "notes", "avocet", limit=5).hits] == ["a.md"]
-    finally:
-        standby.close()
-        leader.close()
 
 
 def _watch_threads() -> set[threading.Thread]:
@@ -397,49 +407,28 @@ def test_the_leader_hears_another_s_feed_lines_as_they_come_not_at_its_next_poll
     # feed's watch wakes it for the standby's commit and W line. The standby is not watched: it
     # reads the feed every index_poll_seconds while somebody in its process waits.
     before = _watch_threads()
-    leader = open_services(tmp_path / "data", Options(embedder=None, index_poll_seconds=30.0))
-    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False, index_poll_seconds=0.01))
-    leader.start()
-    standby.start()
-    try:
+    with _leader_and_standby(tmp_path / "data", leader_poll=30.0) as (_, standby):
         _standby_write_is_found(standby, "a.md", "avocet", 20)
         assert len(_watch_threads() - before) == 1  # the leader's
-    finally:
-        standby.close()
-        leader.close()
     assert not _watch_threads() - before  # stopped with their followers
 
 
 def test_without_a_watch_the_followers_poll_the_feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(FolderWatch, "open", classmethod(lambda cls, folder, names: None))
     before = _watch_threads()
-    leader = open_services(tmp_path / "data", Options(embedder=None, index_poll_seconds=0.01))
-    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False, index_poll_seconds=0.01))
-    leader.start()
-    standby.start()
-    try:
+    with _leader_and_standby(tmp_path / "data") as (_, standby):
         _standby_write_is_found(standby, "b.md", "bittern", 60)
         assert not _watch_threads() - before
-    finally:
-        standby.close()
-        leader.close()
 
 
 def test_how_often_each_follower_reads_the_feed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    leader = open_services(tmp_path / "data", Options(embedder=None))
-    standby = open_services(tmp_path / "data", Options(embedder=None, follow=False))
-    leader.start()
-    standby.start()
-    try:
+    with _leader_and_standby(tmp_path / "data") as (leader, standby):
         _until(lambda: leader.follower._watch is not None)
         later = time.monotonic() + 60
         assert leader.follower._pause(later) == WATCHED_POLL_SECONDS  # rung by the watch meanwhile
         assert standby.follower._pause(later) == WATCHED_POLL_SECONDS  # nobody here waits
         monkeypatch.setattr(standby.progress, "waited", lambda: True)
         assert standby.follower._pause(later) == 0.01  # index_poll_seconds: the C line comes there
-    finally:
-        standby.close()
-        leader.close()
     # A standby that may lead looks again at its next try.
     again = open_services(tmp_path / "data", Options(embedder=None))
     try:

@@ -5,6 +5,7 @@ stands by instead of writing."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,23 @@ def _await_lead(services: Services, what: str) -> None:
         time.sleep(0.02)
 
 
+def _before_each_term_write(monkeypatch: pytest.MonkeyPatch, hook: Callable[[], None]) -> None:
+    """Call `hook` in the follower's thread right before it records a new term (it may raise)."""
+    record = follower._next_term
+
+    def hooked(fd: int) -> int:
+        hook()
+        return record(fd)
+
+    monkeypatch.setattr(follower, "_next_term", hooked)
+
+
 def test_a_leader_is_leading_only_once_its_term_is_in_the_lock_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whoever sees `leading` may read the term (CI once read an empty lock file in between)."""
     seen: list[bool] = []
-    record = follower._next_term
-
-    def watched(fd: int) -> int:
-        seen.append(services.follower.leading)
-        return record(fd)
-
-    monkeypatch.setattr(follower, "_next_term", watched)
+    _before_each_term_write(monkeypatch, lambda: seen.append(services.follower.leading))
     services = open_services(tmp_path / "data")
     try:
         services.start()
@@ -53,14 +59,12 @@ def test_a_term_that_cannot_be_recorded_leaves_the_follower_standing_by_until_it
 ) -> None:
     """Leading without a recorded term is unfenced; the loop lives on and tries again."""
     failures = [OSError(5, "Input/output error")]
-    record = follower._next_term
 
-    def flaky(fd: int) -> int:
+    def fail_once() -> None:
         if failures:
             raise failures.pop()
-        return record(fd)
 
-    monkeypatch.setattr(follower, "_next_term", flaky)
+    _before_each_term_write(monkeypatch, fail_once)
     services = open_services(tmp_path / "data")
     try:
         services.start()
