@@ -1,4 +1,4 @@
-"""Control plane: agents, token hashes, links, KB metadata, runs, proposals, idempotency keys and
+"""Control plane: agents, people, token hashes, links, KB metadata, runs, proposals, idempotency keys and
 the retrieval counters of memories.
 
 `ControlStore` is the protocol services use; `SqliteControlStore` implements it in one SQLite file
@@ -6,6 +6,7 @@ the retrieval counters of memories.
 index: imports only kbserver.core. Tokens are never stored in clear.
 """
 
+from kbserver.control.people import email_key
 from kbserver.control.pg_heads import HeadListener, PostgresHeads
 from kbserver.control.postgres import PostgresControlStore, safe_url
 from kbserver.control.rows import (
@@ -14,9 +15,11 @@ from kbserver.control.rows import (
     IdempotencyRow,
     KBRow,
     MemoryAccessRow,
+    PersonRow,
     ProposalRow,
     ProposalStatus,
     RunRow,
+    SessionRow,
     hash_token,
 )
 from kbserver.control.sqlite import SqliteControlStore
@@ -30,12 +33,15 @@ __all__ = [
     "IdempotencyRow",
     "KBRow",
     "MemoryAccessRow",
+    "PersonRow",
     "PostgresControlStore",
     "PostgresHeads",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",
+    "SessionRow",
     "SqliteControlStore",
+    "email_key",
     "hash_token",
     "safe_url",
 ]

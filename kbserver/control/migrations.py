@@ -151,6 +151,23 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX login_failures_at ON login_failures(at)",
         ),
     ),
+    (
+        8,  # people (owners, reviewers, viewers): sign-in, personal tokens; sessions say whose they are
+        (
+            """CREATE TABLE people (
+                name TEXT PRIMARY KEY,
+                email TEXT NOT NULL,
+                email_key TEXT NOT NULL UNIQUE,
+                role TEXT NOT NULL CHECK (role IN ('owner', 'reviewer', 'viewer')),
+                reviews TEXT NOT NULL DEFAULT '',
+                password_hash TEXT,
+                token_hash TEXT UNIQUE,
+                created REAL NOT NULL
+            )""",
+            "ALTER TABLE admin_sessions ADD COLUMN person TEXT",
+            "CREATE INDEX admin_sessions_person ON admin_sessions(person)",
+        ),
+    ),
 )
 
 

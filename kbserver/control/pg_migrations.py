@@ -122,6 +122,23 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX heads_at ON heads(at)",
         ),
     ),
+    (
+        4,  # people (owners, reviewers, viewers): sign-in, personal tokens; sessions say whose they are
+        (
+            """CREATE TABLE people (
+                name TEXT PRIMARY KEY,
+                email TEXT NOT NULL,
+                email_key TEXT NOT NULL UNIQUE,
+                role TEXT NOT NULL CHECK (role IN ('owner', 'reviewer', 'viewer')),
+                reviews TEXT NOT NULL DEFAULT '',
+                password_hash TEXT,
+                token_hash TEXT UNIQUE,
+                created DOUBLE PRECISION NOT NULL
+            )""",
+            "ALTER TABLE admin_sessions ADD COLUMN person TEXT",
+            "CREATE INDEX admin_sessions_person ON admin_sessions(person)",
+        ),
+    ),
 )
 
 

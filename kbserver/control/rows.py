@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
 
-from kbserver.core.model import Permission
+from kbserver.core.model import Permission, Role
 
 __all__ = [
     "PROPOSAL_STATUSES",
@@ -15,13 +15,16 @@ __all__ = [
     "IdempotencyRow",
     "KBRow",
     "MemoryAccessRow",
+    "PersonRow",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",
+    "SessionRow",
     "access_row",
     "hash_token",
     "idempotency_row",
     "kb_row",
+    "person_row",
     "proposal_row",
     "run_row",
 ]
@@ -52,6 +55,27 @@ class AgentRow:
     auto_record: bool
     created: float
     links: dict[str, Permission]
+
+
+@dataclass(frozen=True)
+class PersonRow:
+    """A person: `reviews` are the KBs a reviewer decides on; the password only as its argon2id hash."""
+
+    name: str
+    email: str
+    role: Role
+    reviews: tuple[str, ...]
+    created: float
+    password_hash: str | None = field(default=None, repr=False)
+    has_token: bool = False
+
+
+@dataclass(frozen=True)
+class SessionRow:
+    """A live web admin session: the person signed in, or None for the admin token's."""
+
+    person: str | None
+    expires: float
 
 
 @dataclass(frozen=True)
@@ -148,6 +172,18 @@ def proposal_row(row: Any) -> ProposalRow:
         version=row["version"],
         claimed=row["claimed"],
         fence=row["fence"],
+    )
+
+
+def person_row(row: Any) -> PersonRow:
+    return PersonRow(
+        name=row["name"],
+        email=row["email"],
+        role=cast(Role, row["role"]),
+        reviews=tuple(s for s in row["reviews"].split(",") if s),
+        created=row["created"],
+        password_hash=row["password_hash"],
+        has_token=row["token_hash"] is not None,
     )
 
 

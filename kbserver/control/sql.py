@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any, ClassVar, cast
 
+from kbserver.control.people import SqlPeople
 from kbserver.control.rows import (
     AgentRow,
     IdempotencyRow,
@@ -24,6 +25,7 @@ from kbserver.control.rows import (
     ProposalRow,
     ProposalStatus,
     RunRow,
+    SessionRow,
     hash_token,
     idempotency_row,
     kb_row,
@@ -49,9 +51,9 @@ def _dialect(sql: str, placeholder: str) -> str:
     return sql if placeholder == "?" else sql.replace("?", placeholder)
 
 
-class SqlStore:
-    """KBs, agents and links, runs, proposals, idempotency keys, review markers, web sessions, failed
-    logins and memory importances: the ControlStore methods whose SQL is the same in both stores."""
+class SqlStore(SqlPeople):
+    """KBs, agents and links, people, runs, proposals, idempotency keys, review markers, web sessions,
+    failed logins and memory importances: the ControlStore methods whose SQL is the same in both stores."""
 
     placeholder: ClassVar[str] = "?"
 
@@ -330,16 +332,21 @@ class SqlStore:
         )
 
     # -- web sessions and failed logins --------------------------------------------------------------
-    def add_session(self, sid: str, expires: float) -> None:
+    def add_session(self, sid: str, expires: float, person: str | None = None) -> None:
         with self._write() as db:
             db.execute("DELETE FROM admin_sessions WHERE expires < ?", (time.time(),))
             db.execute(
-                "INSERT INTO admin_sessions (id_hash, expires) VALUES (?, ?)", (hash_token(sid), expires)
+                "INSERT INTO admin_sessions (id_hash, expires, person) VALUES (?, ?, ?)",
+                (hash_token(sid), expires, person),
             )
 
     def session_alive(self, sid: str, now: float) -> bool:
-        sql = "SELECT 1 FROM admin_sessions WHERE id_hash = ? AND expires >= ?"
-        return self._row(sql, (hash_token(sid), now)) is not None
+        return self.session(sid, now) is not None
+
+    def session(self, sid: str, now: float) -> SessionRow | None:
+        sql = "SELECT expires, person FROM admin_sessions WHERE id_hash = ? AND expires >= ?"
+        row = self._row(sql, (hash_token(sid), now))
+        return SessionRow(person=row["person"], expires=row["expires"]) if row else None
 
     def end_session(self, sid: str) -> None:
         self._change("DELETE FROM admin_sessions WHERE id_hash = ?", (hash_token(sid),))

@@ -12,14 +12,24 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from kbserver.control.rows import AgentRow, IdempotencyRow, KBRow, MemoryAccessRow, ProposalRow, RunRow
-from kbserver.core.model import Permission
+from kbserver.control.rows import (
+    AgentRow,
+    IdempotencyRow,
+    KBRow,
+    MemoryAccessRow,
+    PersonRow,
+    ProposalRow,
+    RunRow,
+    SessionRow,
+)
+from kbserver.core.model import Permission, Role
 
 __all__ = ["ControlStore"]
 
 
 class ControlStore(Protocol):
-    """Agents, token hashes, links, KB metadata, runs, proposals, idempotency keys, memory retrievals."""
+    """Agents, people, token hashes, links, KB metadata, runs, proposals, idempotency keys, memory
+    retrievals."""
 
     def close(self) -> None: ...
 
@@ -56,6 +66,33 @@ class ControlStore(Protocol):
     def agents(self) -> list[AgentRow]: ...
     def link(self, agent: str, slug: str, permission: Permission) -> None: ...
     def unlink(self, agent: str, slug: str) -> bool: ...
+
+    # -- people (CONTRACT.md section 8): the password only as its argon2id hash, the token as SHA-256
+    def add_person(
+        self, name: str, email: str, role: Role, reviews: Sequence[str], password_hash: str | None
+    ) -> bool:
+        """Record a person; False when the name, or the email in any case, is taken."""
+        ...
+
+    def person(self, name: str) -> PersonRow | None: ...
+    def person_by_email(self, email: str) -> PersonRow | None:
+        """The person with this email, whatever its case."""
+        ...
+
+    def person_by_token(self, token: str) -> PersonRow | None: ...
+    def people(self) -> list[PersonRow]:
+        """Every person, in name order."""
+        ...
+
+    def set_person_token(self, name: str, token: str) -> bool:
+        """Replace the person's personal token (the previous one stops working); False when unknown."""
+        ...
+
+    def set_person_password(self, name: str, password_hash: str | None) -> bool: ...
+    def set_person_role(self, name: str, role: Role, reviews: Sequence[str]) -> bool: ...
+    def delete_person(self, name: str) -> bool:
+        """Delete the person and end their web sessions (on every node); False when unknown."""
+        ...
 
     # -- runs
     def add_run(self, run: RunRow) -> None:
@@ -133,12 +170,17 @@ class ControlStore(Protocol):
         ...
 
     # -- the web admin's sessions (the cookie holds the id; only its hash is stored) and failed logins
-    def add_session(self, sid: str, expires: float) -> None:
-        """Record a logged-in session until `expires` (and drop the expired ones)."""
+    def add_session(self, sid: str, expires: float, person: str | None = None) -> None:
+        """Record a logged-in session until `expires`, of `person` (None: the admin token's), and drop
+        the expired ones."""
         ...
 
     def session_alive(self, sid: str, now: float) -> bool:
         """Whether `sid` was recorded, has not expired at `now` and was not ended."""
+        ...
+
+    def session(self, sid: str, now: float) -> SessionRow | None:
+        """The session `sid` while alive at `now` (whose it is), else None."""
         ...
 
     def end_session(self, sid: str) -> None:

@@ -13,6 +13,7 @@ from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN, normalize
 
 __all__ = [
     "AGENT_PATTERN",
+    "ROLES",
     "SHA256_PATTERN",
     "SLUG_PATTERN",
     "VERSION_PATTERN",
@@ -28,6 +29,7 @@ __all__ = [
     "Message",
     "Overwrite",
     "Permission",
+    "Role",
     "VersionInfo",
     "WriteRequest",
     "WriteResult",
@@ -46,6 +48,9 @@ AGENT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
 VERSION_PATTERN = r"^[0-9a-f]{40}$"
 
 Permission = Literal["read", "read_write", "read_write_ask"]
+# A person's role (CONTRACT.md section 8): owner = everything, reviewer = decides on some KBs, viewer = reads.
+Role = Literal["owner", "reviewer", "viewer"]
+ROLES: tuple[Role, ...] = ("owner", "reviewer", "viewer")
 Sha256 = Annotated[str, Field(pattern=SHA256_PATTERN, description="lowercase hex SHA-256 of the file")]
 Path = Annotated[
     str,
@@ -170,7 +175,11 @@ class Limits(BaseModel):
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: the admin, or an agent with its links (slug -> permission)."""
+    """Who is calling: the admin, an agent with its links (slug -> permission), or a person.
+
+    A person has a `role`; an owner is `is_admin` too (everything the admin token may), a reviewer
+    decides on the KBs in `reviews`, a viewer only reads. Versions name the person, never `admin`.
+    """
 
     name: str
     is_admin: bool = False
@@ -178,8 +187,22 @@ class Caller:
     tools: tuple[str, ...] = ("context",)
     parent: str | None = None
     auto_record: bool = False
+    person: str | None = None  # the person's name when a person calls (their token or session)
+    role: Role | None = None
+    reviews: frozenset[str] = frozenset()  # the KBs a reviewer decides on
 
     @property
     def actor(self) -> str:
-        """How versions name this caller: `admin` or `agent:NAME`."""
+        """How versions name this caller: `admin`, `person:NAME` or `agent:NAME`."""
+        if self.person is not None:
+            return f"person:{self.person}"
         return "admin" if self.is_admin else f"agent:{self.name}"
+
+    @property
+    def is_person(self) -> bool:
+        return self.person is not None
+
+    def may_review(self, slug: str) -> bool:
+        """Whether this caller may decide on KB `slug` (approve, reject, revert, undo, publish, edit,
+        mark reviewed): the admin and owners on every KB, a reviewer on their own KBs."""
+        return self.is_admin or (self.role == "reviewer" and slug in self.reviews)
