@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from kbserver.core.errors import InvalidRequest
+from kbserver.core.frontmatter import split_front_matter
 from kbserver.dialects.typed_records import terms
 
 __all__ = [
@@ -33,9 +34,6 @@ __all__ = [
 FOLDER = "memories/"
 MEMORY_TYPES = ("fact", "preference", "task", "reflection")
 _ID = re.compile(r"^[0-9a-f]{16}$")
-# libyaml's safe loader when PyYAML has it: the same documents, ~10x faster (a catalogue of 10,000
-# memories is parsed when a KB is first used).
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ORDER = (
     "id",
     "category",
@@ -122,24 +120,18 @@ def render_memory(memory: Memory) -> str:
 
 def parse_memory(text: str) -> Memory | None:
     """The memory in a file, or None when the file is not one (someone wrote it by hand)."""
-    if not text.startswith("---\n"):
+    split = split_front_matter(text)
+    if split is None:
         return None
-    end = text.find("\n---\n", 3)
-    if end == -1:
-        return None
-    try:
-        front = yaml.load(text[4 : end + 1], Loader=_LOADER)
-    except yaml.YAMLError:
-        return None
-    if not isinstance(front, dict):
-        return None
-    body = text[end + 5 :]
+    parsed, body = split
+    front = {str(k): v for k, v in parsed.items()}
     body = body[1:] if body.startswith("\n") else body
     body = body[:-1] if body.endswith("\n") else body
     front.setdefault("updatedAt", front.get("createdAt"))
     for key in ("createdAt", "updatedAt", "remind_at"):  # YAML reads unquoted times as datetimes
-        if isinstance(front.get(key), datetime.datetime):
-            front[key] = front[key].astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        when = front.get(key)
+        if isinstance(when, datetime.datetime):
+            front[key] = when.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     try:
         return Memory.model_validate({**front, "content": body})
     except ValueError:

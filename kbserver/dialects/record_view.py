@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import yaml
-
+from kbserver.core.frontmatter import split_front_matter
 from kbserver.dialects.memory_records import FOLDER as MEMORIES
 from kbserver.dialects.memory_tool import FOLDER as MEMORY_TOOL
 from kbserver.dialects.typed_records import RECORD_TYPES
@@ -14,7 +13,6 @@ from kbserver.dialects.typed_records import RECORD_TYPES
 __all__ = ["RecordView", "is_dialect_path", "title_of", "view_of"]
 
 _FOLDERS = (MEMORIES, MEMORY_TOOL + "/", "memory/", *(f"{kind}/" for kind in RECORD_TYPES))
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _TITLE = 80  # characters of a title shown in a list
 
 
@@ -40,16 +38,11 @@ def is_dialect_path(path: str) -> bool:
 
 
 def _split(text: str) -> tuple[dict[str, object], str]:
-    if text.startswith("---\n"):
-        end = text.find("\n---\n", 3)
-        if end != -1:
-            try:
-                front = yaml.load(text[4 : end + 1], Loader=_LOADER)
-            except yaml.YAMLError:
-                front = None
-            if isinstance(front, dict):
-                return {str(k): v for k, v in front.items()}, text[end + 5 :].strip("\n")
-    return {}, text
+    split = split_front_matter(text)
+    if split is None:
+        return {}, text
+    front, body = split
+    return {str(k): v for k, v in front.items()}, body.strip("\n")
 
 
 def _text(value: object) -> str | None:

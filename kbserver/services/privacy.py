@@ -18,10 +18,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
-import yaml
-
 from kbserver.changes import Applied, Tree
 from kbserver.core.errors import Forbidden, NotFound
+from kbserver.core.frontmatter import split_front_matter
 from kbserver.core.model import Caller
 from kbserver.services.parts import Repository
 
@@ -44,19 +43,23 @@ _lock = threading.Lock()
 
 
 def owner_of(path: str, data: bytes | None) -> str | None:
-    """The agent a file belongs to: the `agentId` of a `memories/` file's YAML front matter, else None."""
+    """The agent a file belongs to: the `agentId` of a `memories/` file's YAML front matter, else None.
+
+    Read by the parser the memory tools use (kbserver.core.frontmatter), never by a search of the
+    bytes, so that whatever those tools read as the owner is the owner here too."""
     if data is None or not path.startswith(PRIVATE_FOLDER) or not data.startswith(b"---\n"):
         return None
-    end = data.find(b"\n---", 3)
-    front = data[4:end] if end >= 0 else b""
-    if b"agentId" not in front:
-        return None
     try:
-        parsed = yaml.safe_load(front.decode("utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError):
+        split = split_front_matter(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        return None  # the memory tools read no such file either (kbserver.services.files.texts_at)
+    if split is None:
         return None
-    value = parsed.get("agentId") if isinstance(parsed, dict) else None
-    return value.strip() or None if isinstance(value, str) else None
+    value = {str(k): v for k, v in split[0].items()}.get("agentId")
+    if value is None or value == "":
+        return None
+    text = value if isinstance(value, str) else str(value)
+    return text.strip() or None
 
 
 def _hides(caller: Caller, owner: str | None) -> bool:
