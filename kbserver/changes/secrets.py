@@ -150,7 +150,7 @@ def _regex(pattern: str) -> Callable[[str], Iterator[str]]:
 # there and the rest forwards, in bounded runs, so each "://" costs at most ~350 characters.
 _URL_SCHEME = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{1,20}\Z")
 _URL_REST = re.compile(
-    r"(?P<user>[^\s:/@?#\[\]]{1,64}):(?P<password>[^\s/@?#\[\]]{1,128})@(?P<host>[^\s/:?#@]{1,128})"
+    r"(?P<user>[^\s:/@?#\[\]]{0,64}):(?P<password>[^\s/@?#\[\]]{1,128})@(?P<host>[^\s/:?#@]{1,128})"
 )
 # Passwords and hosts that only ever stand for a real one (documentation, templates).
 _PLACEHOLDER_PASSWORDS = frozenset(
@@ -217,6 +217,51 @@ def _password_assignment(text: str) -> Iterator[str]:
         yield m.group()
 
 
+# `SECRET_KEY=...`, `"SecretAccessKey": "..."`, `client_secret: ...`: a key, token or client secret
+# assigned as a password is (see _PASSWORD_ASSIGNMENT), with a value of 10+ characters.
+_SECRET_NAMES = ("secret", "api_key", "api-key", "apikey", "session_token", "sessiontoken", "session-token")
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?<![A-Za-z0-9])[A-Za-z0-9_]{0,30}?(?:secret[_-]?(?:access[_-]?)?key|api[_-]?key|client[_-]?secret"
+    r"|session[_-]?token)[\"']?[ \t]{0,10}(?::|=|:=)[ \t]{0,10}"
+    r"(?:([\"'])(?P<value>[^\"'\s]{10,2000})\1|(?P<bare>[^\s\"'`<>\[\]{}()$%,;=]{10,2000}+={0,2}+)(?![^\s,;]))",
+    re.IGNORECASE,
+)
+# Words that only a placeholder holds ("YOUR_API_KEY", "<secret>", "process.env.API_KEY").
+_PLACEHOLDER_WORDS = re.compile(
+    r"your|example|placeholder|changeme|change_me|redacted|dummy|sample|insert|replace|xxxx|\.\.\.|"
+    r"^(?:process\.env|os\.environ|os\.getenv|env\b|settings\.|config\.)",
+    re.IGNORECASE,
+)
+
+
+def _secret_assignment(text: str) -> Iterator[str]:
+    lowered = text.lower()
+    if not any(name in lowered for name in _SECRET_NAMES):
+        return
+    for m in _SECRET_ASSIGNMENT.finditer(text):
+        value = m["value"] if m["value"] is not None else m["bare"]
+        if value.lower() in _PLACEHOLDER_PASSWORDS or _PLACEHOLDER_SHAPES.fullmatch(value):
+            continue
+        if _PLACEHOLDER_WORDS.search(value) or "://" in value or value[0] in "!*&#":
+            continue
+        if _LETTER.search(value) is not None and _DIGIT.search(value) is not None:
+            yield m.group()
+
+
+def _putty(text: str) -> Iterator[str]:
+    """A PuTTY private key file (.ppk, any version): its first line, then `Private-Lines:` within
+    4,000 characters. Linear: each header looks at the next `Private-Lines:` only."""
+    pos, lines = 0, -1
+    while (start := text.find("PuTTY-User-Key-File-", pos)) != -1:
+        pos = start + 20
+        if lines < start:
+            lines = text.find("Private-Lines:", start)
+            if lines == -1:
+                return
+        if lines - start <= 4000:
+            yield text[start : lines + 14]
+
+
 # Formats detect-secrets 1.5 does not know. Lengths follow the providers' current keys, with room
 # for change but long enough that identifiers and prose never match.
 _OWN_RULES = (
@@ -257,8 +302,29 @@ _OWN_RULES = (
         _regex(r"(?<![A-Za-z0-9_])kb[as]_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
         ("kbs_", "kba_"),
     ),
-    # scheme://user:password@host, unless password or host is an obvious placeholder
+    # scheme://user:password@host (also scheme://:password@host), unless password or host is an
+    # obvious placeholder
     Rule("URL with Credentials", _url_credentials, ("://",)),
+    # xapp-1-A0...-123...-<hex>: Slack's app-level tokens; xoxe-1-..., xoxe.xoxp-1-...: its refresh
+    # and rotating tokens (detect-secrets knows xoxa/b/p/o/s/r only)
+    Rule(
+        "Slack App Token",
+        _regex(
+            r"(?<![A-Za-z0-9])(?:xapp-[0-9]{1,4}-[A-Za-z0-9]{6,}-[0-9]{6,}-[A-Za-z0-9]{20,}"
+            r"|xoxe(?:\.xox[a-z])?-[0-9]{1,4}-[A-Za-z0-9-]{40,})"
+        ),
+        ("xapp-", "xoxe"),
+    ),
+    # whsec_<32+>: Stripe's webhook signing secrets
+    Rule("Stripe Webhook Secret", _regex(r"(?<![A-Za-z0-9])whsec_[A-Za-z0-9+/=]{24,}"), ("whsec_",)),
+    # AWS STS session tokens: base64 that starts with a fixed header, hundreds of characters long
+    Rule(
+        "AWS Session Token",
+        _regex(r"(?<![A-Za-z0-9/+])(?:IQoJb3JpZ2luX2Vj|FwoGZXIvYXdzE)[A-Za-z0-9/+]{100,}={0,2}"),
+        ("IQoJb3JpZ2luX2Vj", "FwoGZXIvYXdz"),
+    ),
+    # PuTTY-User-Key-File-3: ... Private-Lines: (detect-secrets knows version 2's first line only)
+    Rule("PuTTY Private Key", _putty, ("PuTTY-User-Key-File-",)),
 )
 
 
@@ -308,6 +374,9 @@ _LATE_RULES = (
         _regex(r"(?<![A-Za-z0-9_-])sk-(?=[A-Za-z]{0,47}[0-9])[A-Za-z0-9]{48}(?![A-Za-z0-9_-])"),
         ("sk-",),
     ),
+    # SECRET_KEY=..., API_KEY: ..., "SecretAccessKey": "...", client_secret=...: a value of 10+
+    # characters, letters and digits both, that is no placeholder or environment reference
+    Rule("Secret Assignment", _secret_assignment),
 )
 
 # Our rules first: they name the newer formats more precisely (a sk-proj- key also holds T3BlbkFJ).

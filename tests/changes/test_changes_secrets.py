@@ -86,6 +86,16 @@ SAMPLES: dict[str, str] = {
     "Square OAuth Secret": "square sq0csp-" + _r(43, B64URL),
     "OpenAI API Key": "sk-" + _r(47) + "4",
     "Password Assignment": 'password = "' + _r(12) + '"',
+    "Secret Assignment": "SECRET_KEY=" + _r(40) + "9",
+    "Slack App Token": "SLACK_APP_TOKEN=xapp-1-A0"
+    + _r(9, string.ascii_uppercase + string.digits)
+    + "-"
+    + _r(13, string.digits)
+    + "-"
+    + _r(64, "0123456789abcdef"),
+    "Stripe Webhook Secret": "webhook whsec_" + _r(32),
+    "AWS Session Token": "token IQoJb3JpZ2luX2VjE" + _r(300, ALNUM + "/+"),
+    "PuTTY Private Key": "PuTTY-User-Key-File-3: ssh-ed25519\nEncryption: none\nPrivate-Lines: 1\n" + _r(64),
 }
 
 MORE_SECRETS = [
@@ -238,6 +248,9 @@ ADVERSARIAL = {
     "digits": "1234567890:" * (_N // 11),
     "AP": " AP1" * (_N // 4),
     "plain": "a" * _N,
+    "secret names": "api_key" * (_N // 7),
+    "secret value": "client_secret: " + "a1" * (_N // 2),
+    "putty headers": "PuTTY-User-Key-File-" * (_N // 20) + "Private-Lines:",
 }
 
 
