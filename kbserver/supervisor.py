@@ -12,6 +12,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["FollowerProcess", "end_with_parent"]
+__all__ = ["FollowerProcess", "StopFlag", "end_with_parent"]
 
 log = logging.getLogger(__name__)
 
@@ -120,9 +121,53 @@ class FollowerProcess:
             self._thread = None
 
 
-def end_with_parent(parent: int, stop: threading.Event) -> None:
-    """In the child: set `stop` once `parent` is gone (SIGTERM on its death where Linux sends one;
-    a check of the parent every second everywhere)."""
+class StopFlag:
+    """A stop request that a signal handler may raise: `set` only stores a flag and writes a byte to
+    a pipe, so it takes no lock (an `Event.set` in a handler deadlocked a main thread that was inside
+    the same event's `wait`, holding its lock); `wait` sleeps in select(2) on that pipe."""
+
+    def __init__(self) -> None:
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._set = False
+
+    def set(self, *_: object) -> None:
+        """Request the stop; safe in a signal handler and from any thread (takes no lock)."""
+        self._set = True
+        try:
+            os.write(self._write, b"\0")
+        except OSError:
+            pass  # the pipe is full (set often already) or closed: the flag is what counts
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until the stop is requested or `timeout` seconds passed; whether it is requested."""
+        if not self._set:
+            try:
+                select.select([self._read], [], [], timeout)
+            except (OSError, ValueError):
+                time.sleep(timeout)  # closed meanwhile
+        return self._set
+
+    def close(self) -> None:
+        for fd in (self._read, self._write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def parent_gone(parent: int) -> bool:
+    """Whether the process `parent` is no longer this process's parent (it died: we were adopted)."""
+    return os.getppid() != parent
+
+
+def end_with_parent(parent: int, stop: StopFlag, grace: float = STOP_SECONDS) -> None:
+    """In the child: request `stop` once `parent` is gone (SIGTERM on its death where Linux sends one;
+    a check of the parent every second everywhere, in a thread of its own besides the caller's loop),
+    and end the process outright if it has not ended `grace` seconds after a stop was requested."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -132,11 +177,15 @@ def end_with_parent(parent: int, stop: threading.Event) -> None:
 
     def check() -> None:
         while not stop.wait(1.0):
-            if os.getppid() != parent:
+            if parent_gone(parent):
                 log.warning("the server (process %d) is gone; this follower process stops", parent)
                 stop.set()
+        # Stopping closes the services (a sink's last write, the follower's join): bounded, but an
+        # orphan must never outlive its parent for good, whatever blocks its main thread.
+        time.sleep(grace)
+        log.error("this follower process did not stop within %g s of its stop; it exits now", grace)
+        os._exit(1)
 
-    if os.getppid() != parent:
+    if parent_gone(parent):
         stop.set()
-        return
     threading.Thread(target=check, name="kbserver-parent-check", daemon=True).start()

@@ -15,7 +15,7 @@ from kbserver.cli.context import closing, services_of, settings_of
 from kbserver.config import admin_token
 from kbserver.core.errors import Unavailable
 from kbserver.services import semantic
-from kbserver.supervisor import FollowerProcess, end_with_parent
+from kbserver.supervisor import FollowerProcess, StopFlag, end_with_parent, parent_gone
 from kbserver.wiring import open_control, open_services
 
 __all__ = ["MIN_ADMIN_TOKEN", "listen", "mcp", "migrate", "serve", "worker"]
@@ -75,20 +75,26 @@ def serve(args: argparse.Namespace) -> int:
         base = f"http://{settings.host}:{port}"
 
         class _Server(uvicorn.Server):
+            drain_asked = False  # a SIGTERM asked for a drain; on_tick starts it
+
             def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+                # A signal handler: flags only. Starting a thread or taking a lock here could
+                # deadlock a main thread interrupted while it held that lock.
+                draining = sig == signal.SIGTERM and settings.drain_seconds > 0
+                if draining and not self.drain_asked and not self.should_exit:
+                    self.drain_asked = True
+                    return
+                uvicorn.Server.handle_exit(self, sig, frame)  # at once (no drain, a second signal, Ctrl-C)
+
+            async def on_tick(self, counter: int) -> bool:
                 readiness = app.state.readiness
-                if sig == signal.SIGTERM and settings.drain_seconds > 0 and not readiness.draining:
+                if self.drain_asked and not readiness.draining:
                     readiness.draining = True  # /healthz answers 503: the balancer moves traffic away
-                    drain = threading.Timer(settings.drain_seconds, self._exit, args=(sig, frame))
+                    args = (self, signal.SIGTERM, None)
+                    drain = threading.Timer(settings.drain_seconds, uvicorn.Server.handle_exit, args=args)
                     drain.daemon = True
                     drain.start()
-                    return
-                self._exit(sig, frame)  # at once (no drain, a second signal, Ctrl-C)
-
-            def _exit(self, sig: int, frame: FrameType | None) -> None:
-                uvicorn.Server.handle_exit(self, sig, frame)
-                # Queries waiting for an embedding fail now (uvicorn waits for every open request).
-                threading.Thread(target=semantic.stop_queries, args=(services,), daemon=True).start()
+                return await super().on_tick(counter)
 
             async def startup(self, sockets: list[socket.socket] | None = None) -> None:
                 await super().startup(sockets)
@@ -98,6 +104,8 @@ def serve(args: argparse.Namespace) -> int:
                     print(f"admin token: {token}", flush=True)
 
             async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+                # Queries waiting for an embedding fail now (uvicorn waits for every open request).
+                threading.Thread(target=semantic.stop_queries, args=(services,), daemon=True).start()
                 await super().shutdown(sockets)
                 if child is not None:  # here: uvicorn re-raises SIGTERM once run() returns
                     child.stop()
@@ -137,9 +145,9 @@ def mcp(args: argparse.Namespace) -> int:
 def worker(args: argparse.Namespace) -> int:
     settings = settings_of(args)  # JSON logs; refuses a missing data folder like every other command
     services = open_services(settings.data, dataclasses.replace(settings.options(), follow=True))
-    stop = threading.Event()
+    stop = StopFlag()  # the handlers only set a flag: an Event.set there could deadlock the loop
     for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: stop.set())
+        signal.signal(signum, stop.set)
     if args.parent is not None:
         end_with_parent(args.parent, stop)
     with closing(services):
@@ -147,6 +155,9 @@ def worker(args: argparse.Namespace) -> int:
         stop.wait(2.0)  # the first try to lead happens at once: give it time before saying which
         said: bool | None = None
         while not stop.is_set():
+            if args.parent is not None and parent_gone(args.parent):
+                log.warning("the server (process %d) is gone; this follower process stops", args.parent)
+                break
             if services.follower.leading != said:
                 said = services.follower.leading
                 if said:

@@ -46,7 +46,10 @@ def _followers(pid: int) -> list[int]:
 
 def _leader(data: Path) -> int | None:
     """The process holding the data folder's follower.lock (only the leader follows), from /proc/locks."""
-    inode = (data / "follower.lock").stat().st_ino
+    try:
+        inode = (data / "follower.lock").stat().st_ino
+    except FileNotFoundError:  # not made yet: nobody tried to lead
+        return None
     for line in Path("/proc/locks").read_text().splitlines():
         fields = line.split()
         if "FLOCK" in fields and fields[-3].rsplit(":", 1)[-1] == str(inode):
@@ -151,3 +154,23 @@ def test_embedded_keeps_following_in_the_servers_own_threads(tmp_path: Path) -> 
         assert _leader(server.data) == server.proc.pid
     finally:
         server.stop()
+
+
+def test_after_a_kill_the_child_goes_and_a_restarted_server_follows_in_its_own(tmp_path: Path) -> None:
+    first = LiveServer(tmp_path / "data", env=ENV).start()
+    try:
+        old = _one_follower(first)
+        assert _until(lambda: _leader(first.data) == old)
+        first.kill()  # SIGKILL: no shutdown of the server; the child must notice and end by itself
+        assert _until(lambda: not _alive(old)), f"follower process {old} outlived the server"
+    finally:
+        first.stop()
+    second = LiveServer(tmp_path / "data", env=ENV).start()
+    try:
+        child = _one_follower(second)
+        assert _until(lambda: _leader(second.data) == child)  # the old child left follower.lock
+        with httpx.Client(base_url=second.url + "/api/v1", headers=AUTH, timeout=60) as c:
+            assert c.post("/kbs", json={"slug": "birds"}).status_code == 201
+            _write_and_find(c, "birds", "k.md", "kestrel")
+    finally:
+        second.stop()
