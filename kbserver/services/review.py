@@ -80,14 +80,16 @@ def undo(
         for ch in changed:
             now, then = tip.read(ch.path), after.read(ch.path)
             if now != then:
-                later = _changed_in(repo, tip, ch.path)
+                every = _changed_since(repo, tip, ch.path, target)
                 raise Stale(
-                    f"{ch.path} changed again after version {target[:12]} (in {(later or '?')[:12]}); "
-                    "undo that later version first, or edit the file by hand",
+                    f"{ch.path} changed again after version {target[:12]}, {_in_words(every)}; "
+                    f"undo {'that later version' if len(every) == 1 else 'those later versions'} "
+                    "first, newest first, or edit the file by hand",
                     path=ch.path,
                     expected_sha256=_sha(then),
                     actual_sha256=_sha(now),
-                    changed_in=later,
+                    changed_in=every[0] if every else None,
+                    changed_in_all=every,
                 )
             old = before.read(ch.path)
             if old is None:
@@ -110,6 +112,32 @@ def undo(
         default_subject="undo",
         trailers={"Kb-Undo": target},
     )
+
+
+_NAMED = 5  # later versions an undo refusal names by id (the count covers them all)
+
+
+def _changed_since(repo: Repository, tip: Files, path: str, target: str) -> list[str]:
+    """Every version after `target` up to `tip` that changed `path`, newest first."""
+    if tip.version is None:
+        return []
+    found = []
+    for v in repo.path_history(tip.version, path):
+        if v == target or repo.reaches(target, v):
+            break
+        found.append(v)
+    return found
+
+
+def _in_words(versions: list[str]) -> str:
+    """`in version abc…` or `in 3 later versions: a, b, c` (the newest first, at most _NAMED ids)."""
+    if not versions:
+        return "in a later version"
+    if len(versions) == 1:
+        return f"in version {versions[0][:12]}"
+    named = ", ".join(v[:12] for v in versions[:_NAMED])
+    rest = f" and {len(versions) - _NAMED} older" if len(versions) > _NAMED else ""
+    return f"in {len(versions)} later versions (newest first: {named}{rest})"
 
 
 def _changed_in(repo: Repository, tip: Files, path: str) -> str | None:

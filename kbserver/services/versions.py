@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kbserver.changes import Applied, sha256_hex
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, NotFound
 from kbserver.core.model import Caller, VersionInfo, WriteResult
@@ -15,7 +17,18 @@ from kbserver.services.privacy import check_writes, hides_version
 from kbserver.services.reserved import check_owner
 from kbserver.store import Change, CommitInfo
 
-__all__ = ["MAX_LIMIT", "author_kind", "diff", "expand", "get", "info", "listing", "revert"]
+__all__ = [
+    "MAX_LIMIT",
+    "RevertPlan",
+    "author_kind",
+    "diff",
+    "expand",
+    "get",
+    "info",
+    "listing",
+    "revert",
+    "revert_plan",
+]
 
 MAX_LIMIT = 200
 
@@ -122,6 +135,60 @@ def get(services: Services, caller: Caller, slug: str, version: str) -> VersionD
     if hides_version(caller, repo, changes):
         raise NotFound(f"no version {version} in KB {slug}", version=version)
     return VersionDetail(**info(repo, resolved, changes).model_dump(), diff=diff(repo, changes))
+
+
+@dataclass(frozen=True)
+class RevertPlan:
+    """What a revert to `target` would do to the head, for a person to confirm first: each file it
+    puts back (`restored`: changed since, `recreated`: deleted since, `removed`: added since) and the
+    later versions it takes back (`later`, newest first; `later_count` counts them all)."""
+
+    target: VersionInfo
+    head: str | None
+    restored: list[str]
+    recreated: list[str]
+    removed: list[str]
+    later: list[VersionInfo]
+    later_count: int
+
+    @property
+    def files(self) -> int:
+        return len(self.restored) + len(self.recreated) + len(self.removed)
+
+
+_PLAN_SHOWN = 20  # later versions a plan names (the count covers them all)
+
+
+def revert_plan(services: Services, caller: Caller, slug: str, version: str) -> RevertPlan:
+    """What `revert` of `version` would change now, written nowhere. Raises what `revert` raises
+    before it writes: NotFound, Forbidden, InvalidRequest, ApprovalUnavailable."""
+    permission = require_write(services, caller, slug)
+    if permission == "read_write_ask":
+        raise ApprovalUnavailable("reverts need read_write; ask an admin to revert", slug=slug)
+    repo = services.repos.repo(slug)
+    target = repo.resolve(version)
+    head = repo.head()
+    changes = repo.changes(head, target) if head else []
+    later: list[VersionInfo] = []
+    count = 0
+    if head is not None and repo.reaches(head, target):
+        for v in repo.first_parents(head):
+            if v == target:
+                break
+            if hides_version(caller, repo, repo.version_changes(v)):
+                continue
+            count += 1
+            if len(later) < _PLAN_SHOWN:
+                later.append(info(repo, v))
+    return RevertPlan(
+        target=info(repo, target),
+        head=head,
+        restored=[c.path for c in changes if c.change == "modified"],
+        recreated=[c.path for c in changes if c.change == "added"],
+        removed=[c.path for c in changes if c.change == "deleted"],
+        later=later,
+        later_count=count,
+    )
 
 
 def revert(

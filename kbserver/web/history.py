@@ -98,9 +98,13 @@ async def compare_form(request: Request) -> Response:
 
 
 async def revert(request: Request) -> Response:
+    """Revert asks first: without `confirm=yes` the answer is the page of what it would change."""
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
     version = await expand(request, slug, str(request.path_params["version"]))
+    if form.get("confirm") != "yes":
+        plan = await call(versions.revert_plan, services, ADMIN, slug, version)
+        return render(request, "revert_confirm.html", slug=slug, plan=plan)
     result = await call(versions.revert, services, ADMIN, slug, version, form.get("message") or None)
     flash(
         request,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
@@ -32,6 +33,7 @@ __all__ = [
     "render",
     "see_other",
     "services_of",
+    "when",
 ]
 
 T = TypeVar("T")
@@ -57,6 +59,15 @@ def _short(version: object) -> str:
     return str(version)[:12] if version else "none"
 
 
+def when(stamp: object) -> str:
+    """An ISO time as a person reads it: `4 Dec 2026, 18:40 UTC` (the raw text when it is not one)."""
+    try:
+        t = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return str(stamp)
+    return f"{t.day} {t:%b %Y, %H:%M} UTC"
+
+
 def _diff_files(entries: Iterable[DiffEntry]) -> list[DiffFile]:
     return [parse_patch(e.path, e.change, e.patch) for e in entries]
 
@@ -73,6 +84,7 @@ def _env() -> Environment:
         short=_short,
         label=lambda kind: LABELS.get(str(kind), str(kind).replace("_", " ")),
         diff=_diff_files,
+        when=when,
     )
     env.globals.update(
         file_url=file_url,

@@ -100,6 +100,7 @@ def test_undo_puts_the_files_back_and_refuses_what_changed_again(services: Servi
     with pytest.raises(Stale) as stale:
         review.undo(services, ADMIN, kb, first)
     assert stale.value.details["path"] == "a.md" and stale.value.details["changed_in"] == second
+    assert stale.value.details["changed_in_all"] == [second]
     with pytest.raises(ApprovalUnavailable):
         review.undo(services, caller_for(services, "asker"), kb, second)
     assert state(services, kb) == before
@@ -155,3 +156,19 @@ def test_a_path_s_history_pages_through_every_change_once(
         if cursor is None:
             break
     assert seen == want
+
+
+def test_an_undo_refusal_names_every_later_version_that_changed_the_file(services: Services, kb: str) -> None:
+    first = _write(services, kb, None, {"path": "a.md", "mode": "create", "content": "one\n"})
+    later = [
+        _write(services, kb, None, {"path": "a.md", "mode": "append", "content": f"{n}\n"}) for n in range(7)
+    ]
+    _write(services, kb, None, {"path": "other.md", "mode": "create", "content": "x\n"})
+    before = state(services, kb)
+    with pytest.raises(Stale) as stale:
+        review.undo(services, ADMIN, kb, first)
+    assert stale.value.details["changed_in_all"] == later[::-1]  # newest first, the other file's left out
+    assert stale.value.details["changed_in"] == later[-1]
+    assert "in 7 later versions" in stale.value.message and later[-1][:12] in stale.value.message
+    assert "and 2 older" in stale.value.message
+    assert state(services, kb) == before

@@ -79,3 +79,29 @@ def test_only_read_write_may_revert(services: Services, kb: str) -> None:
     with pytest.raises(ApprovalUnavailable):
         versions.revert(services, asker, kb, v1)
     assert state(services, kb) == before
+
+
+def test_a_revert_plan_says_what_it_would_change_and_writes_nothing(services: Services, kb: str) -> None:
+    v1 = _write(
+        services,
+        kb,
+        {"path": "a.md", "mode": "create", "content": "one\n"},
+        {"path": "gone.md", "mode": "create", "content": "soon deleted\n"},
+    )
+    v2 = _write(services, kb, {"path": "a.md", "mode": "overwrite", "content": "two\n"})
+    v3 = _write(services, kb, {"path": "b.md", "mode": "create", "content": "new\n"})
+    v4 = _write(services, kb, {"path": "gone.md", "mode": "delete"})
+    before = state(services, kb)
+    plan = versions.revert_plan(services, ADMIN, kb, v1)
+    assert state(services, kb) == before  # a plan writes nothing
+    assert (plan.restored, plan.recreated, plan.removed) == (["a.md"], ["gone.md"], ["b.md"])
+    assert plan.files == 3 and plan.later_count == 3
+    assert [v.version for v in plan.later] == [v4, v3, v2] and plan.target.version == v1
+    same = versions.revert_plan(services, ADMIN, kb, v4)  # the head: nothing to change
+    assert same.files == 0 and same.later_count == 0
+    agents.create(services, ADMIN, "asker")
+    agents.link(services, ADMIN, "asker", kb, "read_write_ask")
+    with pytest.raises(ApprovalUnavailable):
+        versions.revert_plan(services, caller_for(services, "asker"), kb, v1)
+    with pytest.raises(NotFound):
+        versions.revert_plan(services, ADMIN, kb, "0" * 40)

@@ -106,6 +106,7 @@ def test_every_action_says_what_it_did(admin_tab: Tab, api: Api) -> None:
 
     admin_tab.go(f"/admin/kbs/{slug}/versions/{first}")
     admin_tab.button("Revert").click()
+    admin_tab.button("Revert 1 file").click()  # it asks first
     assert said("Reverted").endswith(f"/versions/{api.head(slug)}")
     admin_tab.go(f"/admin/kbs/{slug}/edit/a.md")
     page.get_by_label("Content").fill("three\n")

@@ -69,6 +69,7 @@ def test_revert_makes_a_revert_version(admin_tab: Tab, api: Api) -> None:
     api.write(slug, bob, {"path": "a.md", "mode": "overwrite", "content": "bad\n"})
     admin_tab.go(f"/admin/kbs/{slug}/versions/{good}")
     admin_tab.button("Revert").click()
+    admin_tab.button("Revert 1 file").click()  # it asks first
     admin_tab.page.wait_for_url(re.compile(r".*/versions/[0-9a-f]{40}$"))
     assert admin_tab.page.locator("h1 .label").inner_text() == "revert"
     assert api.content(slug, "a.md") == "good\n"
