@@ -26,6 +26,8 @@ _HTTP_CODES = {
 
 def error_response(err: KBError) -> JSONResponse:
     headers = {"WWW-Authenticate": 'Bearer realm="kbserver"'} if err.status == 401 else None
+    if headers is not None and "retry_after" in err.details:  # a throttled client
+        headers["Retry-After"] = str(err.details["retry_after"])
     if isinstance(err, Busy):
         headers = {"Retry-After": str(err.retry_after)}
     return JSONResponse({"error": err.to_dict()}, status_code=err.status, headers=headers)

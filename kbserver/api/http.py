@@ -51,7 +51,10 @@ def bearer(request: Request) -> str | None:
 
 async def caller(request: Request) -> Caller:
     """The authenticated caller. Raises Unauthorized."""
-    who = await call(authenticate, services_of(request), bearer(request), request.app.state.admin_token)
+    address = request.client.host if request.client else None
+    who = await call(
+        authenticate, services_of(request), bearer(request), request.app.state.admin_token, address
+    )
     request.state.caller = who.actor
     return who
 

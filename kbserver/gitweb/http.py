@@ -21,7 +21,7 @@ from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.gitweb.pktline import error_packet, parse_v2_request
 from kbserver.gitweb.upload_pack import UploadPack, read_body, unreachable_want
 from kbserver.services import Services, kbs
-from kbserver.services.auth import authenticate
+from kbserver.services.auth import authenticate, client_address
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -141,7 +141,9 @@ class GitEdge:
                 limit = self.max_body_bytes
                 raise TooLarge(f"the request body is over {limit} bytes", limit=limit)
 
-        caller = await threads.run(authenticate, self.services, _token(headers), self.admin_token)
+        caller = await threads.run(
+            authenticate, self.services, _token(headers), self.admin_token, client_address(scope)
+        )
         scope.setdefault("state", {})["caller"] = caller.actor  # for the access log
         repo = await threads.run(self._repository, caller, slug)
         if self.git is None:
@@ -249,7 +251,7 @@ async def _send_error(scope: Scope, send: Send, err: KBError) -> None:
     if status == 405:
         allow = b"POST" if scope["path"].endswith("git-upload-pack") else b"GET"
         headers.append((b"allow", allow))
-    if status == 503 and "retry_after" in err.details:
+    if status in (401, 503) and "retry_after" in err.details:
         headers.append((b"retry-after", str(err.details["retry_after"]).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})

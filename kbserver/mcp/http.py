@@ -6,6 +6,7 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -22,7 +23,13 @@ from kbserver.core.model import Caller
 from kbserver.mcp.binding import Binding
 from kbserver.mcp.server import build_server
 from kbserver.services import Services
-from kbserver.services.auth import MISSING_TOKEN, UNKNOWN_TOKEN, authenticate
+from kbserver.services.auth import (
+    MISSING_TOKEN,
+    TOO_MANY_FAILURES,
+    UNKNOWN_TOKEN,
+    authenticate,
+    client_address,
+)
 
 __all__ = ["MCP_PATH", "KBTokenVerifier", "mcp_http", "mount_mcp", "transport_security"]
 
@@ -33,6 +40,9 @@ _SDK_HTTP_LOG = "mcp.server.streamable_http"
 _SDK_POST_FAILED = "Error handling POST request"
 
 log = logging.getLogger(__name__)
+# The request being answered, as _ContractErrors sees it: the client's address for the verifier (the
+# SDK hands it the token only), and the verifier's `retry_after` when it refused a throttled client.
+_REQUEST: ContextVar[dict[str, Any] | None] = ContextVar("kbserver_mcp_request", default=None)
 
 
 class KBTokenVerifier(TokenVerifier):
@@ -43,9 +53,13 @@ class KBTokenVerifier(TokenVerifier):
         self.admin_token = admin_token
 
     async def verify_token(self, token: str) -> AccessToken | None:
+        request = _REQUEST.get()
+        address = request.get("address") if request is not None else None
         try:
-            caller = await threads.run(authenticate, self.services, token, self.admin_token)
-        except Unauthorized:
+            caller = await threads.run(authenticate, self.services, token, self.admin_token, address)
+        except Unauthorized as err:
+            if request is not None and "retry_after" in err.details:
+                request["retry_after"] = err.details["retry_after"]
             return None
         # client_id names the principal; the SDK binds each session to it, so one agent cannot use
         # another's session id. The Caller rides along so tools need no second lookup per request.
@@ -123,6 +137,8 @@ class _ContractErrors:
         rewriting = False
         started = False
         dropping = False
+        request: dict[str, Any] = {"address": client_address(scope)}
+        _REQUEST.set(request)
 
         async def wrapped(message: Message) -> None:
             nonlocal rewriting, started, dropping
@@ -137,8 +153,12 @@ class _ContractErrors:
                 rewriting = True
                 # The SDK answers 401 for a missing and an unknown token alike; say which it was.
                 text = UNKNOWN_TOKEN if _has_bearer(scope) else MISSING_TOKEN
-                body = json.dumps({"error": {"code": "unauthorized", "message": text}}).encode()
+                error: dict[str, Any] = {"code": "unauthorized", "message": text}
                 headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
+                if "retry_after" in request:  # a throttled client (kbserver.services.auth)
+                    error.update(message=TOO_MANY_FAILURES, retry_after=request["retry_after"])
+                    headers.append((b"retry-after", str(request["retry_after"]).encode()))
+                body = json.dumps({"error": error}).encode()
                 headers.append((b"content-length", str(len(body)).encode()))
                 await send({**message, "headers": headers})
                 await send({"type": "http.response.body", "body": body})

@@ -94,7 +94,7 @@ def run_tools(binding: "Binding") -> list[Tool]:
         """For the approval card only: the person's decision on a proposal. Needs the admin token; an
         agent's own token never approves. Returns {id, status, version?}."""
         caller = binding.caller()
-        by_admin = caller.is_admin or _is_admin_token(binding, admin_token)
+        by_admin = caller.is_admin or _is_admin_token(binding, admin_token, caller.actor)
         return ok_result(asks.decide(services, caller, id, decision, reason, by_admin=by_admin))
 
     return [
@@ -113,13 +113,16 @@ def run_tools(binding: "Binding") -> list[Tool]:
     ]
 
 
-def _is_admin_token(binding: "Binding", token: str | None) -> bool:
-    """Whether `token` is the admin token (checked as the HTTP API checks bearer tokens)."""
+def _is_admin_token(binding: "Binding", token: str | None, agent: str) -> bool:
+    """Whether `token` is the admin token (checked as the HTTP API checks bearer tokens, its failures
+    counted per agent: an agent guessing the admin token here is throttled as a client is)."""
     if not token or binding.admin_token is None:
         return False
     try:
-        who: Caller = authenticate(binding.services, token, binding.admin_token)
-    except Unauthorized:
+        who: Caller = authenticate(binding.services, token, binding.admin_token, f"agent {agent}")
+    except Unauthorized as err:
+        if "retry_after" in err.details:
+            raise  # too many wrong admin tokens from this agent: say so, not just "not the admin"
         return False
     return who.is_admin
 

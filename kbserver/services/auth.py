@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import hmac
+import threading
+import time
+from collections.abc import Mapping
 
 from kbserver.control import AgentRow
 from kbserver.core.errors import Forbidden, NotFound, Unauthorized
@@ -12,10 +15,14 @@ from kbserver.services.models import Access
 
 __all__ = [
     "ADMIN",
+    "BEARER_FAILURES",
+    "BEARER_WINDOW",
     "MISSING_TOKEN",
+    "TOO_MANY_FAILURES",
     "UNKNOWN_TOKEN",
     "authenticate",
     "caller_for",
+    "client_address",
     "permission",
     "require_read",
     "require_write",
@@ -29,14 +36,79 @@ UNKNOWN_TOKEN = (
 )
 
 
-def authenticate(services: Services, token: str | None, admin_token: str) -> Caller:
-    """The caller behind a bearer token. Raises Unauthorized."""
+BEARER_FAILURES = 100
+"""Failed bearer checks (unknown tokens) one client may make within BEARER_WINDOW seconds; past them
+it is answered 401 `unauthorized` with `Retry-After`, its token not even checked."""
+BEARER_WINDOW = 900.0  # the login form's window (kbserver.web.session.LoginLimiter): one table
+BEARER_RETRY_AFTER = 60
+"""The Retry-After of a refused client: ask again then (the block lasts while the failures of the
+last BEARER_WINDOW seconds number BEARER_FAILURES or more)."""
+TOO_MANY_FAILURES = (
+    f"too many unknown tokens from this address (over {BEARER_FAILURES} within {int(BEARER_WINDOW)} s); "
+    "no token is checked from it until the count falls, so wait and retry with a current token"
+)
+
+# Clients with a failure seen by this process: only their requests cost a look at the counter, so a
+# request with a good token from anyone else costs no query. Another node's failures are met here at
+# this node's first failure from the same client (the counter is in the control store).
+_suspects: dict[str, float] = {}
+_suspects_lock = threading.Lock()
+_MAX_SUSPECTS = 10_000
+
+
+def client_address(scope: Mapping[str, object]) -> str | None:
+    """The client address of an ASGI request (the peer; None when the server does not say)."""
+    client = scope.get("client")
+    if isinstance(client, tuple | list) and client and isinstance(client[0], str):
+        return client[0]
+    return None
+
+
+def _suspect(key: str, now: float) -> bool:
+    with _suspects_lock:
+        seen = _suspects.get(key)
+        if seen is not None and seen <= now - BEARER_WINDOW:
+            del _suspects[key]
+            seen = None
+        return seen is not None
+
+
+def _mark(key: str, now: float) -> None:
+    with _suspects_lock:
+        if len(_suspects) >= _MAX_SUSPECTS:
+            for old in [k for k, at in _suspects.items() if at <= now - BEARER_WINDOW] or list(_suspects)[:1]:
+                del _suspects[old]
+        _suspects[key] = now
+
+
+def _throttled() -> Unauthorized:
+    return Unauthorized(TOO_MANY_FAILURES, retry_after=BEARER_RETRY_AFTER)
+
+
+def authenticate(
+    services: Services, token: str | None, admin_token: str, address: str | None = None
+) -> Caller:
+    """The caller behind a bearer token. Raises Unauthorized.
+
+    With `address` (the client: an IP address, or a key such as `agent NAME` for a token passed as a
+    tool argument), failed checks are counted per client in the control store, across nodes: past
+    BEARER_FAILURES within BEARER_WINDOW seconds the client is refused (details `retry_after`)."""
     if not token:
         raise Unauthorized(MISSING_TOKEN)
+    key = None if address is None else f"bearer {address}"
+    if key is not None and _suspect(key, time.time()):
+        if services.control.login_failures(key, time.time(), BEARER_WINDOW) >= BEARER_FAILURES:
+            raise _throttled()
     if hmac.compare_digest(token.encode(), admin_token.encode()):
         return ADMIN
     row = services.control.agent_by_token(token)
     if row is None:
+        if key is not None:
+            now = time.time()
+            failures = services.control.login_failed(key, now, BEARER_WINDOW)
+            _mark(key, now)
+            if failures > BEARER_FAILURES:
+                raise _throttled()
         raise Unauthorized(UNKNOWN_TOKEN)
     return _agent(row)
 
