@@ -17,8 +17,30 @@ from kbserver.control.rows import (
     access_row,
 )
 from kbserver.control.sql import SqlStore
+from kbserver.core.errors import Busy
 
-__all__ = ["SqliteControlStore"]
+__all__ = ["BUSY_SECONDS", "SqliteControlStore"]
+
+BUSY_SECONDS = 5.0
+"""How long a statement waits for another process's lock on control.db before it is 503 `busy`
+(it waited 30 s, then answered 500 `internal`)."""
+MIGRATE_BUSY_SECONDS = 60.0
+
+
+@contextmanager
+def _busy_is_busy() -> Iterator[None]:
+    """SQLite's `database is locked` (another process's transaction outlasted BUSY_SECONDS) as Busy."""
+    try:
+        yield
+    except sqlite3.OperationalError as err:
+        text = str(err)
+        if "locked" not in text and "busy" not in text:
+            raise
+        raise Busy(
+            f"the control database is locked by another process for more than {BUSY_SECONDS:g} s; "
+            "retry in a moment",
+            retry_after=2,
+        ) from None
 
 
 class _Connection(sqlite3.Connection):
@@ -35,7 +57,13 @@ class SqliteControlStore(SqlStore):
         self._open: weakref.WeakSet[_Connection] = weakref.WeakSet()
         self._open_lock = threading.Lock()
         try:
-            self._version = migrate(self._db())
+            db = self._db()
+            # Opening waits longer: several processes starting at once each run the migrations.
+            db.execute(f"PRAGMA busy_timeout = {int(MIGRATE_BUSY_SECONDS * 1000)}")
+            try:
+                self._version = migrate(db)
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {int(BUSY_SECONDS * 1000)}")
         except BaseException:
             self.close()
             raise
@@ -47,27 +75,41 @@ class SqliteControlStore(SqlStore):
         db: sqlite3.Connection | None = getattr(self._local, "db", None)
         if db is None:
             db = sqlite3.connect(
-                self.path, timeout=30, isolation_level=None, check_same_thread=False, factory=_Connection
+                self.path,
+                timeout=BUSY_SECONDS,
+                isolation_level=None,
+                check_same_thread=False,
+                factory=_Connection,
             )
             with self._open_lock:
                 self._open.add(db)
             db.row_factory = sqlite3.Row
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            db.execute("PRAGMA foreign_keys=ON")
+            with _busy_is_busy():
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=FULL")
+                db.execute("PRAGMA foreign_keys=ON")
             self._local.db = db
         return db
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
         db = self._db()
-        db.execute("BEGIN IMMEDIATE")
+        with _busy_is_busy():
+            db.execute("BEGIN IMMEDIATE")
         try:
-            yield db
+            with _busy_is_busy():
+                yield db
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
+        with _busy_is_busy():
+            try:
+                db.execute("COMMIT")
+            except sqlite3.OperationalError:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         """Close the connection of every thread (a thread that goes on would open a new one)."""
@@ -78,10 +120,12 @@ class SqliteControlStore(SqlStore):
         self._local = threading.local()
 
     def ping(self, timeout: float = 2.0) -> None:
-        self._db().execute("SELECT 1").fetchone()
+        with _busy_is_busy():
+            self._db().execute("SELECT 1").fetchone()
 
     def _select(self, sql: str, args: Sequence[object]) -> list[Any]:
-        return self._db().execute(sql, args).fetchall()  # autocommit: a read takes no write lock
+        with _busy_is_busy():  # autocommit: a read takes no write lock (but may meet a checkpoint's)
+            return self._db().execute(sql, args).fetchall()
 
     def integrity_errors(self) -> list[str]:
         rows = self._db().execute("PRAGMA integrity_check").fetchall()
