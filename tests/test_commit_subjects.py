@@ -54,4 +54,3 @@ def test_a_subject_without_a_layer_fails(repo: Path) -> None:
     result = _check(repo)
     assert result.returncode == 1
     assert "layer: what" in result.stderr
-
