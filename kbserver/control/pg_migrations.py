@@ -139,6 +139,21 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX admin_sessions_person ON admin_sessions(person)",
         ),
     ),
+    (
+        5,  # an agent's identity: runs and proposals name it, so a re-created name inherits none of them
+        (
+            "ALTER TABLE agents ADD COLUMN id TEXT",
+            "UPDATE agents SET id = substr(md5(random()::text || name), 1, 16)",
+            "CREATE UNIQUE INDEX agents_id ON agents(id)",
+            "ALTER TABLE runs ADD COLUMN agent_id TEXT",
+            "ALTER TABLE proposals ADD COLUMN agent_id TEXT",
+            # rows made before the agent of that name was created were an earlier agent's: left unowned
+            "UPDATE runs SET agent_id = (SELECT a.id FROM agents a WHERE a.name = runs.agent"
+            " AND a.created <= runs.created)",
+            "UPDATE proposals SET agent_id = (SELECT a.id FROM agents a WHERE a.name = proposals.agent"
+            " AND a.created <= proposals.created)",
+        ),
+    ),
 )
 
 

@@ -55,6 +55,7 @@ class AgentRow:
     auto_record: bool
     created: float
     links: dict[str, Permission]
+    id: str = ""  # the agent's identity: a name deleted and made again is another agent, another id
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class RunRow:
     expires: float
     interactive: bool
     mounts: dict[str, str]
+    agent_id: str | None = None  # the AgentRow.id of its agent (None: an agent since deleted)
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,7 @@ class ProposalRow:
     version: str | None = None
     claimed: float | None = None  # when an approval claimed it (status `applying`)
     fence: int = 0  # the fencing token of the last claim: every claim takes a larger one
+    agent_id: str | None = None  # the AgentRow.id of its agent (None: an agent since deleted)
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,7 @@ def proposal_row(row: Any) -> ProposalRow:
         version=row["version"],
         claimed=row["claimed"],
         fence=row["fence"],
+        agent_id=row["agent_id"],
     )
 
 
@@ -195,6 +199,7 @@ def run_row(row: Any) -> RunRow:
         expires=row["expires"],
         interactive=bool(row["interactive"]),
         mounts=json.loads(row["mounts"]),
+        agent_id=row["agent_id"],
     )
 
 

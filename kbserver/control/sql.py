@@ -11,6 +11,7 @@ expire).
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -102,9 +103,17 @@ class SqlStore(SqlPeople):
         self, name: str, token: str, parent: str | None, tools: tuple[str, ...], auto_record: bool
     ) -> bool:
         added = self._change(
-            "INSERT INTO agents (name, token_hash, parent, tools, auto_record, created)"
-            " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            (name, hash_token(token), parent, ",".join(tools), auto_record, time.time()),
+            "INSERT INTO agents (name, token_hash, parent, tools, auto_record, created, id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+            (
+                name,
+                hash_token(token),
+                parent,
+                ",".join(tools),
+                auto_record,
+                time.time(),
+                secrets.token_hex(8),
+            ),
         )
         return added == 1
 
@@ -145,6 +154,7 @@ class SqlStore(SqlPeople):
                     auto_record=bool(r["auto_record"]),
                     created=r["created"],
                     links={},
+                    id=r["id"],
                 )
             if r["slug"] is not None:
                 row.links[r["slug"]] = cast(Permission, r["permission"])
@@ -165,9 +175,17 @@ class SqlStore(SqlPeople):
         with self._write() as db:
             db.execute("DELETE FROM runs WHERE expires < ?", (time.time(),))  # cleanup needs no cron
             db.execute(
-                "INSERT INTO runs (id, agent, created, expires, interactive, mounts)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (run.id, run.agent, run.created, run.expires, run.interactive, json.dumps(run.mounts)),
+                "INSERT INTO runs (id, agent, created, expires, interactive, mounts, agent_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.id,
+                    run.agent,
+                    run.created,
+                    run.expires,
+                    run.interactive,
+                    json.dumps(run.mounts),
+                    run.agent_id,
+                ),
             )
 
     def run(self, run_id: str) -> RunRow | None:
@@ -189,8 +207,9 @@ class SqlStore(SqlPeople):
                 if held.rowcount != 1:
                     return False
             db.execute(
-                "INSERT INTO proposals (id, slug, agent, run_id, created, status, base, ref_commit, request)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO proposals"
+                " (id, slug, agent, run_id, created, status, base, ref_commit, request, agent_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     p.id,
                     p.slug,
@@ -201,6 +220,7 @@ class SqlStore(SqlPeople):
                     p.base,
                     p.ref_commit,
                     json.dumps(p.request),
+                    p.agent_id,
                 ),
             )
         return True

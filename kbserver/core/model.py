@@ -190,6 +190,7 @@ class Caller:
     person: str | None = None  # the person's name when a person calls (their token or session)
     role: Role | None = None
     reviews: frozenset[str] = frozenset()  # the KBs a reviewer decides on
+    agent_id: str | None = None  # an agent's identity (kbserver.control.AgentRow.id), not its name
 
     @property
     def actor(self) -> str:
@@ -197,6 +198,12 @@ class Caller:
         if self.person is not None:
             return f"person:{self.person}"
         return "admin" if self.is_admin else f"agent:{self.name}"
+
+    def made(self, agent: str, agent_id: str | None) -> bool:
+        """Whether a run or proposal of agent `agent` (identity `agent_id`) is this agent's: the same
+        name and the same identity, so an agent deleted and made again under its name has none of the
+        old one's runs and proposals."""
+        return agent == self.name and agent_id == self.agent_id and not self.is_admin
 
     @property
     def is_person(self) -> bool:

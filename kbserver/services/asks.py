@@ -45,7 +45,7 @@ def find(services: Services, caller: Caller, proposal_id: str) -> ProposalRow:
     for slug in slugs:
         row = services.control.proposal(slug, proposal_id) if services.repos.exists(slug) else None
         if row is not None:
-            if caller.is_admin or row.agent == caller.name:
+            if caller.is_admin or caller.made(row.agent, row.agent_id):
                 return row
             break
     raise NotFound(f"proposal {proposal_id} does not exist or is not yours", proposal=proposal_id)

@@ -123,7 +123,12 @@ def caller_for(services: Services, agent: str) -> Caller:
 
 def _agent(row: AgentRow) -> Caller:
     return Caller(
-        name=row.name, links=row.links, tools=row.tools, parent=row.parent, auto_record=row.auto_record
+        name=row.name,
+        links=row.links,
+        tools=row.tools,
+        parent=row.parent,
+        auto_record=row.auto_record,
+        agent_id=row.id,
     )
 
 

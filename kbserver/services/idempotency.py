@@ -142,7 +142,10 @@ def _committed(
     for p in services.control.proposals(slug, None):
         if p.created < oldest:
             break  # newest first
-        if p.agent == caller.name and repo.commit_info(p.ref_commit).trailers.get(MARK_TRAILER) == mark:
+        if (
+            caller.made(p.agent, p.agent_id)
+            and repo.commit_info(p.ref_commit).trailers.get(MARK_TRAILER) == mark
+        ):
             return ProposalAccepted(proposal=ProposalPending(id=p.id, status="pending"))
     return None
 

@@ -79,6 +79,7 @@ def propose(
             id=proposal_id,
             slug=slug,
             agent=caller.name,
+            agent_id=caller.agent_id,
             run_id=run_id,
             created=time.time(),
             status="pending",
@@ -143,7 +144,7 @@ def _diff_against_head(
 def _row(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:
     require_read(services, caller, slug)
     p = services.control.proposal(slug, proposal_id) if isinstance(proposal_id, str) else None
-    if p is None or (not caller.is_admin and p.agent != caller.name):
+    if p is None or (not caller.is_admin and not caller.made(p.agent, p.agent_id)):
         raise NotFound(f"proposal {proposal_id} does not exist in KB {slug}", proposal=proposal_id)
     return p
 
@@ -155,7 +156,7 @@ def listing(services: Services, caller: Caller, slug: str, status: str | None = 
         raise InvalidRequest("status must be pending, applying, approved or rejected", status=status)
     rows = services.control.proposals(slug, status)
     if not caller.is_admin:
-        rows = [p for p in rows if p.agent == caller.name]
+        rows = [p for p in rows if caller.made(p.agent, p.agent_id)]
     return ProposalList(proposals=[_render(services, p, with_diff=True) for p in rows])
 
 

@@ -40,6 +40,7 @@ def start(
         expires=now + services.options.run_ttl_seconds,
         interactive=interactive,
         mounts=mounts,
+        agent_id=caller.agent_id,
     )
     services.control.add_run(run)
     expires = utc_iso(run.expires)
@@ -51,7 +52,7 @@ def start(
 def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:
     """The caller's live run. Raises NotFound for unknown, expired or someone else's runs."""
     run = services.control.run(run_id) if isinstance(run_id, str) else None
-    if run is None or run.agent != caller.name or caller.is_admin or run.expires < time.time():
+    if run is None or not caller.made(run.agent, run.agent_id) or run.expires < time.time():
         raise NotFound(f"run {run_id} does not exist or has expired; start a new run", run_id=run_id)
     return run
 
