@@ -2,6 +2,7 @@
 
     python -m bench.peers [--notes 300] [--writes 300] [--searches 200] [--rounds 3]
                           [--neighbour-cpus 2] [--server-memory DIR] [--variant NAME:SETTING=VALUE,...]...
+                          [--workload english|mix|english,mix] [--appends 100]
 
 kbserver runs as users run it (`python -m kbserver.cli serve`, every KBSERVER_* setting of a
 variant in its environment) and is called with the official SDK client over Streamable HTTP in its
@@ -22,14 +23,15 @@ once with it left in); then `--searches` searches. Prints p50/p95
 per call, server CPU per call, the lag (median and worst round) and each variant's ratio to
 server-memory. A variant's `source=DIR` runs the kbserver checkout in DIR (e.g. `git archive main`
 unpacked) instead of this one: code before and after a change, side by side in one run.
-`--neighbour-cpus N` runs `stress-ng --cpu N` (a CPU-bound neighbour) throughout.
+`--neighbour-cpus N` runs `stress-ng --cpu N` (a CPU-bound neighbour) throughout. `--workload mix`
+(or `english,mix`: both, one table each) runs bench.peers_mix's mixed workload instead: half Chinese
+notes in nested folders, `--appends` appends and one- or two-word questions each round.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import shutil
 import statistics
@@ -44,8 +46,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.mcp import TOKEN, WORDS, _free_port, _setup, _wait_healthy, _wait_indexed, percentiles, table
+from bench.peer_memory import SERVER_MEMORY, ServerMemory
 
-SERVER_MEMORY = "node_modules/@modelcontextprotocol/server-memory/dist/index.js"
 TICK = os.sysconf("SC_CLK_TCK")
 POLL = 0.02
 
@@ -96,6 +98,9 @@ class Samples:
     write_cpu_total: list[float] = field(default_factory=list)  # the same, the idle rate not taken out
     idle: float = 0.0  # CPU seconds per second doing nothing
     search_cpu: list[float] = field(default_factory=list)
+    append: list[float] = field(default_factory=list)  # the mix's appends
+    append_cpu: list[float] = field(default_factory=list)
+    found: list[int] = field(default_factory=list)  # hits of each of the mix's questions
 
 
 class Kbserver:
@@ -159,6 +164,17 @@ class Kbserver:
         result = await self.client.call_tool("write_context", args)
         assert not result.is_error, result.content
 
+    async def create(self, path: str, text: str) -> None:
+        result = await self.client.call_tool(
+            "write_context", {"files": [{"path": path, "mode": "create", "content": text}]}
+        )
+        assert not result.is_error, result.content
+
+    async def append(self, path: str, text: str, sha256: str) -> None:
+        change = {"path": path, "mode": "append", "content": text, "expected_sha256": sha256}
+        result = await self.client.call_tool("write_context", {"files": [change]})
+        assert not result.is_error, result.content
+
     async def search(self, query: str) -> int:
         result = await self.client.call_tool("search_context", {"query": query, "limit": 5})
         assert not result.is_error, result.content
@@ -166,56 +182,6 @@ class Kbserver:
 
     async def preload(self, texts: list[str]) -> None:
         pass  # bench.mcp._setup imported the notes before the server started
-
-
-class ServerMemory:
-    """`@modelcontextprotocol/server-memory` under node, over stdio, with a memory file of its own."""
-
-    name = "server-memory"
-
-    def __init__(self, script: Path, folder: Path) -> None:
-        self.script, self.folder = script, folder
-        self.client: Any = None
-        self.pid = 0
-        self.idle = 0.0  # CPU seconds per second doing nothing
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        from mcp import Client
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-
-        env = {"MEMORY_FILE_PATH": str(self.folder / "memory.jsonl"), "PATH": os.environ["PATH"]}
-        params = StdioServerParameters(command="node", args=[str(self.script)], env=env)
-        before = set(_children())
-        async with Client(stdio_client(params)) as client:
-            self.client = client
-            (self.pid,) = set(_children()) - before
-            yield
-
-    async def write(self, r: int, i: int, text: str) -> None:
-        entity = {"name": f"fact {r}-{i}", "entityType": "fact", "observations": [text]}
-        result = await self.client.call_tool("create_entities", {"entities": [entity]})
-        assert not result.is_error, result.content
-
-    async def search(self, query: str) -> int:
-        result = await self.client.call_tool("search_nodes", {"query": query})
-        assert not result.is_error, result.content
-        found = result.structured_content or json.loads(result.content[0].text)
-        return len(found.get("entities", []))
-
-    async def preload(self, texts: list[str]) -> None:
-        for start in range(0, len(texts), 100):
-            entities = [
-                {"name": f"note {n}", "entityType": "note", "observations": [t]}
-                for n, t in enumerate(texts[start : start + 100], start)
-            ]
-            result = await self.client.call_tool("create_entities", {"entities": entities})
-            assert not result.is_error, result.content
-
-
-def _children() -> list[int]:
-    me = os.getpid()
-    return [int(c) for t in Path(f"/proc/{me}/task").glob("*") for c in (t / "children").read_text().split()]
 
 
 async def _settle(server: Any, quiet: float = 3.0, limit: float = 300.0) -> float:
@@ -296,19 +262,27 @@ def _notes(count: int) -> list[str]:
     return texts
 
 
-async def _run(servers: list[Any], args: argparse.Namespace) -> dict[str, Samples]:
+async def _run(
+    servers: list[Any], args: argparse.Namespace, workload: str, texts: list[str]
+) -> dict[str, Samples]:
+    from bench.peers_mix import MIX, mix_round
+
     results = {s.name: Samples() for s in servers}
     async with AsyncExitStack() as stack:
         for server in servers:
             await stack.enter_async_context(server.running())
-            await server.preload(_notes(args.notes))
+            await server.preload(texts)
         for server in servers:
             server.idle = results[server.name].idle = await _idle_rate(server)
             print(f"{server.name}: {server.idle * 1000:.1f} ms of CPU per second when idle", flush=True)
         for r in range(args.rounds):
+            batch = MIX.batch(r, args.writes, args.appends, args.searches) if workload == "mix" else None
             for server in servers if r % 2 == 0 else servers[::-1]:
-                await _round(server, r, args.writes, args.searches, results[server.name])
-            print(f"round {r + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
+                if batch is None:
+                    await _round(server, r, args.writes, args.searches, results[server.name])
+                else:
+                    await mix_round(server, batch, results[server.name])
+            print(f"{workload}: round {r + 1}/{args.rounds} done (load {os.getloadavg()[0]:.1f})", flush=True)
     return results
 
 
@@ -323,16 +297,24 @@ def _rows(results: dict[str, Samples], peer: str | None) -> list[tuple[object, .
         ("server CPU per write ms", lambda s: ms(s.write_cpu)),
         ("server CPU per write, idle included, ms", lambda s: ms(s.write_cpu_total)),
         ("server CPU when idle, ms per s", lambda s: s.idle * 1000),
+        ("append p50 ms", lambda s: percentiles(s.append, 50)[0] if s.append else 0.0),
+        ("server CPU per append ms", lambda s: ms(s.append_cpu) if s.append_cpu else 0.0),
         ("search p50 ms", lambda s: percentiles(s.search, 50)[0]),
         ("search p95 ms", lambda s: percentiles(s.search, 95)[0]),
         ("server CPU per search ms", lambda s: ms(s.search_cpu)),
         ("last write searchable after, median ms", lambda s: ms(s.lag)),
         ("last write searchable after, worst ms", lambda s: max(s.lag) * 1000),
+        (
+            "questions with a hit, %",
+            lambda s: 100.0 * sum(1 for n in s.found if n) / len(s.found) if s.found else 0.0,
+        ),
     ]
     for label, measure in measures:
         row: tuple[object, ...] = (label,)
         values = {name: measure(s) for name, s in results.items()}
         row += tuple(values.values())
+        if not any(values.values()):
+            continue  # the English workload has no appends, no questions
         if peer is not None:
             base = values[peer]
             row += tuple(f"{v / base:.1f}x" if base else "-" for name, v in values.items() if name != peer)
@@ -345,6 +327,10 @@ def main() -> None:
     parser.add_argument("--notes", type=int, default=300, help="notes each server holds before measuring")
     parser.add_argument("--writes", type=int, default=300, help="writes per burst (one burst a round)")
     parser.add_argument("--searches", type=int, default=200, help="searches per round")
+    parser.add_argument("--appends", type=int, default=100, help="appends per round (the mix)")
+    parser.add_argument(
+        "--workload", default="english", help="english, mix, or both side by side: english,mix"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="rounds, the servers alternating in each")
     parser.add_argument("--neighbour-cpus", type=int, default=0, help="run `stress-ng --cpu N` throughout")
     parser.add_argument(
@@ -371,10 +357,49 @@ def main() -> None:
                 " in a folder and pass it as --server-memory; measuring kbserver alone",
                 flush=True,
             )
+    workloads = [w.strip() for w in args.workload.split(",") if w.strip()]
+    if not workloads or set(workloads) - {"english", "mix"}:
+        parser.error("--workload: english, mix or both (english,mix)")
     neighbour = None
+    results: dict[str, dict[str, Samples]] = {}
+    if args.neighbour_cpus:
+        neighbour = subprocess.Popen(["stress-ng", "--cpu", str(args.neighbour_cpus), "--quiet"])
+    try:
+        for workload in workloads:
+            results[workload] = _workload(workload, variants, peer, script, args)
+    finally:
+        if neighbour is not None:
+            neighbour.terminate()
+            neighbour.wait(timeout=60)
+    with open("/proc/loadavg") as f:
+        load = f.read().strip()
+    print(
+        f"\n{args.rounds} rounds of {args.writes} writes and {args.searches} searches per server"
+        f" (the mix: {args.appends} appends too), {args.notes} notes first, {os.cpu_count()} CPUs,"
+        f" neighbour: stress-ng --cpu {args.neighbour_cpus or 0};"
+        f" /proc/loadavg at the end: {load}"
+    )
+    for name, settings in variants:
+        print(f"{name}: {', '.join(f'{k}={v}' for k, v in settings.items()) or 'the defaults'}")
+    for workload, found in results.items():
+        header: tuple[str, ...] = (f"{workload}, per call", *found)
+        if peer is not None:
+            header += tuple(f"{name} / {peer}" for name in found if name != peer)
+        print(f"\n{table(header, _rows(found, peer))}")
+
+
+def _workload(
+    workload: str, variants: list[tuple[str, dict[str, str]]], peer: str | None, script: Path, args: Any
+) -> dict[str, Samples]:
+    """Every server through `workload`'s rounds, each on a data folder of its own."""
+    from bench.peers_mix import MIX, setup
+
     with tempfile.TemporaryDirectory(prefix="kbpeers-") as tmp:
         base = Path(tmp) / "base"
-        token = _setup(base, args.notes, 1)
+        if workload == "mix":
+            token, texts = setup(base, MIX, args.notes)
+        else:
+            token, texts = _setup(base, args.notes, 1), _notes(args.notes)
         servers: list[Any] = []
         for name, settings in variants:
             shutil.copytree(base, Path(tmp) / name)
@@ -382,28 +407,7 @@ def main() -> None:
         if peer is not None:
             (Path(tmp) / "peer").mkdir()
             servers.append(ServerMemory(script, Path(tmp) / "peer"))
-        if args.neighbour_cpus:
-            neighbour = subprocess.Popen(["stress-ng", "--cpu", str(args.neighbour_cpus), "--quiet"])
-        try:
-            results = asyncio.run(_run(servers, args))
-        finally:
-            if neighbour is not None:
-                neighbour.terminate()
-                neighbour.wait(timeout=60)
-    with open("/proc/loadavg") as f:
-        load = f.read().strip()
-    print(
-        f"\n{args.rounds} rounds of {args.writes} writes and {args.searches} searches per server,"
-        f" {args.notes} notes first, {os.cpu_count()} CPUs,"
-        f" neighbour: stress-ng --cpu {args.neighbour_cpus or 0};"
-        f" /proc/loadavg at the end: {load}"
-    )
-    for name, settings in variants:
-        print(f"{name}: {', '.join(f'{k}={v}' for k, v in settings.items()) or 'the defaults'}")
-    header: tuple[str, ...] = ("per call", *results)
-    if peer is not None:
-        header += tuple(f"{name} / {peer}" for name in results if name != peer)
-    print(table(header, _rows(results, peer)))
+        return asyncio.run(_run(servers, args, workload, texts))
 
 
 if __name__ == "__main__":
