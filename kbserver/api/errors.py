@@ -30,6 +30,8 @@ def error_response(err: KBError) -> JSONResponse:
         headers["Retry-After"] = str(err.details["retry_after"])
     if isinstance(err, Busy):
         headers = {"Retry-After": str(err.retry_after)}
+    elif err.status == 503:  # unavailable: the control store unreachable, the server going away
+        headers = {"Retry-After": str(err.details.get("retry_after", 5))}
     return JSONResponse({"error": err.to_dict()}, status_code=err.status, headers=headers)
 
 

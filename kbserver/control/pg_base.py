@@ -2,12 +2,16 @@
 
 A database that cannot be reached is `Unavailable` (503) with a one-line message that names the
 server without its password; the pool replaces broken connections, so the store works again as soon
-as PostgreSQL is back.
+as PostgreSQL is back. Every transaction has a budget (`TX_SECONDS`, the wait for a pooled
+connection included) that the watchdog of `pg_watch` enforces, so a silent network costs a request
+seconds, not minutes; while the store fails, the next transactions get `FAILING_SECONDS`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -16,11 +20,17 @@ from psycopg.rows import DictRow, dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from kbserver.control.pg_migrations import applied_postgres, migrate_postgres
-from kbserver.core.errors import Unavailable
+from kbserver.control.pg_watch import CONNECT_SECONDS, Watchdog, connection_kwargs
+from kbserver.core.errors import Busy, Unavailable
 
-__all__ = ["Conn", "PostgresBase", "safe_url"]
+__all__ = ["FAILING_SECONDS", "TX_SECONDS", "Conn", "PostgresBase", "safe_url"]
 
 Conn = psycopg.Connection[DictRow]
+
+TX_SECONDS = 6.0  # one transaction, from asking the pool to COMMIT (the server's statement_timeout: 4 s)
+FAILING_SECONDS = 3.0  # the budget while the last transaction failed: a request's next calls fail sooner
+MIGRATE_SECONDS = 120.0  # migrations (and the wait for another node's) may take longer
+_RETRY_AFTER = 5
 
 
 def safe_url(url: str) -> str:
@@ -38,13 +48,17 @@ class PostgresBase:
     """A pool of connections to one PostgreSQL database, migrated on open."""
 
     def __init__(
-        self, url: str, *, max_connections: int = 10, wait_seconds: float = 10.0, migrate: bool = True
+        self, url: str, *, max_connections: int = 10, wait_seconds: float = TX_SECONDS, migrate: bool = True
     ) -> None:
         self.where = safe_url(url)
         self._password = str(psycopg.conninfo.conninfo_to_dict(url).get("password") or "")
-        timeout = max(1, int(wait_seconds))
+        self._budget = wait_seconds
+        self._failing = False  # the last transaction could not reach the database
+        self._deadline = threading.local()  # the monotonic deadline of this thread's transaction
+        self.watchdog = Watchdog()
+        self.connect_kwargs = connection_kwargs(url)
         try:  # one plain connection first: its error says why (the pool's would only say "timed out")
-            psycopg.connect(url, connect_timeout=timeout).close()
+            psycopg.connect(url, **self.connect_kwargs).close()
         except psycopg.Error as err:
             raise self._unreachable(err) from None
         self._pool: ConnectionPool[Conn] = ConnectionPool(
@@ -53,8 +67,9 @@ class PostgresBase:
             max_size=max_connections,
             timeout=wait_seconds,
             open=False,
-            check=ConnectionPool.check_connection,  # a connection that died with the server is replaced
-            kwargs={"connect_timeout": timeout, "row_factory": dict_row},
+            check=self._check,  # a connection that died with the server is replaced
+            kwargs={**self.connect_kwargs, "row_factory": dict_row},
+            reconnect_timeout=2 * CONNECT_SECONDS,  # then a slot is given up and grown again on demand
             name="kbserver-control",
         )
         try:
@@ -76,17 +91,48 @@ class PostgresBase:
         return Unavailable(
             f"the control store {self.where} is unreachable ({text}); check that PostgreSQL runs and "
             "accepts this node, then retry",
-            retry_after=5,
+            retry_after=_RETRY_AFTER,
         )
 
+    def _busy(self, err: Exception) -> Busy:
+        text = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        return Busy(f"the control store {self.where} is busy ({text}); retry in a moment", retry_after=1)
+
+    def _check(self, conn: Conn) -> None:
+        """The pool's check of a connection before it is handed out, within this transaction's budget."""
+        left = getattr(self._deadline, "at", time.monotonic() + FAILING_SECONDS) - time.monotonic()
+        with self.watchdog.bounded(conn, max(0.5, left)):
+            ConnectionPool.check_connection(conn)
+
     @contextmanager
-    def _tx(self) -> Iterator[Conn]:
-        """One transaction on a pooled connection: committed on success, rolled back on error."""
+    def _tx(self, seconds: float | None = None) -> Iterator[Conn]:
+        """One transaction on a pooled connection: committed on success, rolled back on error; the
+        whole of it (pool, check, statements, COMMIT) within `seconds`, else Unavailable."""
+        budget = (
+            seconds
+            if seconds is not None
+            else min(FAILING_SECONDS, self._budget)
+            if self._failing
+            else self._budget
+        )
+        self._deadline.at = time.monotonic() + budget
+        conn: Conn | None = None
         try:
-            with self._pool.connection() as conn:
+            conn = self._pool.getconn(timeout=budget)
+            with self.watchdog.bounded(conn, max(0.1, self._deadline.at - time.monotonic())), conn:
                 yield conn
+        except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as err:
+            raise self._busy(err) from None  # reachable, but a limit of the session ran out
         except (psycopg.OperationalError, PoolTimeout) as err:
-            raise self._unreachable(err) from None
+            self._failing = True
+            cut = conn is not None and self.watchdog.cut(conn)
+            raise self._unreachable(
+                TimeoutError(f"no answer within {budget:.0f} s") if cut else err
+            ) from None
+        finally:
+            if conn is not None:
+                self._pool.putconn(conn)
+        self._failing = False
 
     def transaction(self) -> contextlib.AbstractContextManager[Conn]:
         """One transaction on a pooled connection (for the parts built on this store). Raises Unavailable."""
@@ -94,11 +140,8 @@ class PostgresBase:
 
     def ping(self, timeout: float = 2.0) -> None:
         """Raises Unavailable unless the database answers within about `timeout` seconds."""
-        try:
-            with self._pool.connection(timeout=timeout) as conn:
-                conn.execute("SELECT 1")
-        except (psycopg.OperationalError, PoolTimeout) as err:
-            raise self._unreachable(err) from None
+        with self._tx(timeout) as conn:
+            conn.execute("SELECT 1")
 
     def _all(self, sql: str, args: Sequence[object] = ()) -> list[DictRow]:
         with self._tx() as db:
@@ -114,6 +157,7 @@ class PostgresBase:
 
     def close(self) -> None:
         self._pool.close()
+        self.watchdog.close()
 
     # -- schema -------------------------------------------------------------------------------------
     def migrate(self) -> int:
@@ -121,7 +165,9 @@ class PostgresBase:
 
         Raises Unavailable when the database's schema is newer than this kbserver knows.
         """
-        with self._tx() as db:
+        with self._tx(MIGRATE_SECONDS) as db:
+            db.execute("SET LOCAL statement_timeout = 0")  # DDL on a big table, another node's turn
+            db.execute("SET LOCAL lock_timeout = '100s'")
             migrate_postgres(db, self.where)
         return self.applied_version()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from kbserver.control.pg_base import PostgresBase, safe_url
+from kbserver.control.pg_base import TX_SECONDS, PostgresBase, safe_url
 from kbserver.control.pg_heads import PostgresHeads
 from kbserver.control.pg_migrations import PG_MIGRATIONS
 from kbserver.control.rows import (
@@ -29,7 +29,7 @@ class PostgresControlStore(PostgresBase, SqlStore):
     placeholder = "%s"
 
     def __init__(
-        self, url: str, *, max_connections: int = 10, wait_seconds: float = 10.0, migrate: bool = True
+        self, url: str, *, max_connections: int = 10, wait_seconds: float = TX_SECONDS, migrate: bool = True
     ) -> None:
         super().__init__(url, max_connections=max_connections, wait_seconds=wait_seconds, migrate=migrate)
         self.heads = PostgresHeads(self, url)

@@ -5,6 +5,7 @@ and a notification missed while a connection was down is caught up from the tabl
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,8 +90,8 @@ def test_a_control_store_down_and_back_makes_the_follower_reconcile(
     try:
         own_postgres.pause()
         feed.head("notes", "a" * 40)  # the commit stands; publishing it fails with a warning only
-        time.sleep(0.2)
-        records, _ = reader.poll()  # no exception: the heads cannot be read just now
+        time.sleep(5)  # long enough for the reader's thread to fail a read (each waits 2 s at most)
+        records, _ = reader.poll()  # no exception, no wait: the heads cannot be read just now
         assert records == [Head("notes", "a" * 40)]  # from the local feed
         own_postgres.resume()
         deadline = time.monotonic() + 60
@@ -118,3 +119,42 @@ def _heads(reader: object, want: int | None = None) -> list[Head]:
             return found + [r for r in records if isinstance(r, Head)]
         time.sleep(0.05)
     return found
+
+
+def test_a_head_that_commits_after_a_later_one_is_not_skipped(postgres_url: str, tmp_path: Path) -> None:
+    store = PostgresControlStore(postgres_url)
+    feed = SharedFeed(Feed(tmp_path), store.heads, catch_up_seconds=0.1)
+    reader = feed.reader()
+    try:
+        with psycopg.connect(postgres_url) as slow:  # a node's publish, its transaction still open
+            slow.execute(
+                "INSERT INTO heads (slug, version, at) VALUES ('slow', %s, %s)", ("a" * 40, time.time())
+            )
+            store.heads.publish("fast", "b" * 40)  # a higher id, committed first
+            assert _heads(reader) == [Head("fast", "b" * 40)]
+            slow.commit()
+        assert _heads(reader) == [Head("slow", "a" * 40)]  # its lower id was asked for again
+    finally:
+        reader.close()
+        store.close()
+
+
+def test_a_node_stuck_in_its_publish_holds_no_other_node(postgres_url: str, tmp_path: Path) -> None:
+    """Another node's transaction in the heads table that never ends (its network went silent with
+    the old cluster-wide lock, "kbhd", held) does not make this node's publish wait."""
+    store = PostgresControlStore(postgres_url)
+    done = threading.Event()
+    try:
+        with psycopg.connect(postgres_url) as stuck:
+            stuck.execute("SELECT pg_advisory_xact_lock(%s)", (0x6B626864,))
+            stuck.execute(
+                "INSERT INTO heads (slug, version, at) VALUES ('x', %s, %s)", ("c" * 40, time.time())
+            )
+            publisher = threading.Thread(target=lambda: (store.heads.publish("y", "d" * 40), done.set()))
+            publisher.start()
+            publisher.join(timeout=20)  # generous: the publish takes milliseconds
+            assert done.is_set(), "the publish waited for another node's transaction"
+            stuck.rollback()
+        assert [slug for _, slug, _ in store.heads.since(0)] == ["y"]
+    finally:
+        store.close()
