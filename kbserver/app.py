@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
 import shutil
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +22,7 @@ from kbserver.api.errors import EXCEPTION_HANDLERS
 from kbserver.api.observe import Metrics, ObserveMiddleware, metrics_endpoint
 from kbserver.config import Settings, admin_token
 from kbserver.core import threads
+from kbserver.core.errors import AlreadyExists
 from kbserver.gitweb import git_app
 from kbserver.mcp import mount_mcp
 from kbserver.services import Services, health
@@ -32,6 +36,8 @@ __all__ = ["bootstrap", "create_app", "sample_folder"]
 
 log = logging.getLogger("kbserver")
 
+BOOTSTRAP_WAIT_SECONDS = 120.0  # another process importing the sample on the same empty folder
+
 
 def sample_folder() -> Path | None:
     """sample_kb/ next to the package (source checkout) or in the working folder (container)."""
@@ -42,17 +48,39 @@ def sample_folder() -> Path | None:
 
 
 def bootstrap(settings: Settings, services: Services) -> bool:
-    """On an empty data folder import sample_kb/ as the KB `sample`. Returns True when it did."""
+    """On an empty data folder import sample_kb/ as the KB `sample`. Returns True when it did.
+
+    Several processes starting on one empty folder at once take turns (a flock on
+    `DATA/bootstrap.lock`, bounded): the first imports, the others then find a KB and skip."""
     if not settings.sample or kbs_service.slugs(services, ADMIN):
         return False
     folder = sample_folder()
     if folder is None:
         log.warning("sample_kb/ not found; starting without the sample KB")
         return False
-    kbs_service.import_folder(
-        services, ADMIN, "sample", folder, description="Sample KB: a small team's shared agent memory"
-    )
-    return True
+    fd = os.open(settings.data / "bootstrap.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + BOOTSTRAP_WAIT_SECONDS
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    log.warning("another process held bootstrap.lock too long; starting without the sample")
+                    return False
+                time.sleep(0.05)
+        if kbs_service.slugs(services, ADMIN):
+            return False  # another process imported it meanwhile
+        try:
+            kbs_service.import_folder(
+                services, ADMIN, "sample", folder, description="Sample KB: a small team's shared agent memory"
+            )
+        except AlreadyExists:  # a process of an older kbserver, which takes no turn, imported it
+            return False
+        return True
+    finally:
+        os.close(fd)
 
 
 async def healthz(request: Request) -> Response:

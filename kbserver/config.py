@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import tempfile
+import time
 from pathlib import Path
 from typing import Literal
 
@@ -13,6 +15,7 @@ from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
 from kbserver.core.threads import DEFAULT_THREADS
 from kbserver.services.context import Options
+from kbserver.store.durable import fsync_path
 from kbserver.store.writer import WAIT_SECONDS
 
 __all__ = ["ENV_PREFIX", "Settings", "admin_token"]
@@ -214,18 +217,43 @@ class Settings(BaseModel):
 
 
 def admin_token(settings: Settings) -> str:
-    """The admin token: from the settings, else read or generated once into DATA/admin-token (0600)."""
+    """The admin token: from the settings, else read or generated once into DATA/admin-token (0600).
+
+    Written whole under a name of its own, fsynced, then linked in as `admin-token` (which fails if
+    another process got there first: then its token is the one), so a process starting beside
+    another never reads a half-written file (it read "" when the file was created, then written).
+    """
     if settings.admin_token:
         return settings.admin_token
     path = settings.data / "admin-token"
     settings.data.mkdir(parents=True, exist_ok=True)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return path.read_text().strip()
-    token = "kba_" + secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    return token
+    if not path.exists():
+        token = "kba_" + secrets.token_urlsafe(32)
+        fd, tmp = tempfile.mkstemp(prefix=".admin-token.", dir=settings.data)  # mode 0600
+        try:
+            with os.fdopen(fd, "w") as f:
+                f.write(token + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.link(tmp, path)
+            fsync_path(str(settings.data))
+            return token
+        except FileExistsError:
+            pass  # another process linked its token first: read that one below
+        finally:
+            os.unlink(tmp)
+    return _read_token(path)
+
+
+def _read_token(path: Path) -> str:
+    """The token in `path`; an empty file (an older kbserver was killed while writing it) is refused."""
+    for _ in range(50):  # an older kbserver beside this one may still be writing it
+        token = path.read_text().strip()
+        if token:
+            return token
+        time.sleep(0.1)
+    raise InvalidRequest(
+        f"{path} is empty: delete it (a new admin token is made at the next start) "
+        "or set KBSERVER_ADMIN_TOKEN",
+        path=str(path),
+    )
