@@ -87,6 +87,10 @@ class _Storage(FileStorage):  # type: ignore[misc]
         return RamStorage() if self.scratch_in_memory else super().temp_storage(name)
 
 
+def _no_fence() -> None:
+    """The fence of a write nobody fences (tests, `kbserver reindex`)."""
+
+
 def _merge_tail(writer: Any, segments: list[Any]) -> list[Any]:
     """Whoosh merge policy: fold every segment but a dominant largest one into one new segment.
 
@@ -268,10 +272,17 @@ class SearchIndex:
             self._writer_ix = (name, ix)
         return self._writer_ix[1]
 
-    def update(self, version: str, upserts: Mapping[str, str], deletes: Iterable[str]) -> None:
+    def update(
+        self,
+        version: str,
+        upserts: Mapping[str, str],
+        deletes: Iterable[str],
+        fence: Callable[[], None] = _no_fence,
+    ) -> None:
         """One atomic index commit: delete `deletes`, (re)index `upserts` (path -> text), record `version`.
 
         A path in both is deleted then indexed. Raises TimeoutError if the writer lock is not acquired.
+        `fence` is called under the writer lock right before the commit; what it raises cancels it.
         """
         if self._closed:
             raise RuntimeError("SearchIndex is closed")
@@ -286,7 +297,7 @@ class SearchIndex:
                 storage.scratch_in_memory = small
             try:
                 writer = ix.writer(timeout=self._lock_timeout)
-                generation = self._update(writer, version, docs, deletes, upserts)
+                generation = self._update(writer, version, docs, deletes, upserts, fence)
                 assert self._writer_ix is not None
                 self._written = (self._writer_ix[0], generation, version)
             finally:
@@ -302,6 +313,7 @@ class SearchIndex:
         docs: list[dict[str, Any]],
         deletes: Iterable[str],
         upserts: Mapping[str, str],
+        fence: Callable[[], None],
     ) -> int:
         """Delete, add and commit in `writer` (the writer lock held); the generation it committed."""
         try:
@@ -317,6 +329,7 @@ class SearchIndex:
             for doc in docs:
                 writer.add_document(**doc)
             writer.add_document(**meta_document(version))
+            fence()
         except BaseException:
             writer.cancel()
             raise
@@ -373,19 +386,25 @@ class SearchIndex:
         version: str,
         docs: Iterable[tuple[str, str]],
         progress: Callable[[int], None] | None = None,
+        fence: Callable[[], None] = _no_fence,
     ) -> None:
         """Replace the whole index by `docs` (path, text), recording `version`.
 
         Builds a new generation beside the live one and swaps it in atomically: if `docs` raises or
         the process dies, the old index stays live. `progress(count)` is called every 500 documents.
+        `fence` is called under the writer lock right before the swap; what it raises cancels it.
         """
         if self._closed:
             raise RuntimeError("SearchIndex is closed")
         with self._folder.write_lock(self._lock_timeout):
-            self._build(version, docs, progress)
+            self._build(version, docs, progress, fence)
 
     def _build(
-        self, version: str | None, docs: Iterable[tuple[str, str]], progress: Callable[[int], None] | None
+        self,
+        version: str | None,
+        docs: Iterable[tuple[str, str]],
+        progress: Callable[[int], None] | None,
+        fence: Callable[[], None] = _no_fence,
     ) -> None:
         name, path = self._folder.new_generation()
         try:
@@ -409,6 +428,7 @@ class SearchIndex:
                 raise
             writer.commit()
             generation = int(writer.generation)
+            fence()
             self._folder.publish(name)
         except BaseException:
             self._folder.discard(path)

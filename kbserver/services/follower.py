@@ -45,7 +45,7 @@ from kbserver.services.sink_worker import Pace, SinkWorker, lower_thread_priorit
 from kbserver.store import Change
 from kbserver.store.feed import Covered, Damaged, Head, Wanted
 
-__all__ = ["Delta", "Follower", "Pace", "Sink", "SinkDamaged", "lower_thread_priority"]
+__all__ = ["Delta", "Follower", "NotLeading", "Pace", "Sink", "SinkDamaged", "lower_thread_priority"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,13 @@ class Delta:
     changes: Sequence[Change]  # sorted by path; added/modified carry new_blob, deleted old_blob
     read: Callable[[str], bytes]  # a blob id's bytes
     progress: Callable[[int, int | None], None] | None = None  # long rebuilds: (done, total or None)
+    # Raises NotLeading once another process took the lead: a sink calls it under its own write
+    # lock, right before it commits, so a leader that lost its term meanwhile never writes.
+    fence: Callable[[], None] = lambda: None
+
+
+class NotLeading(Exception):
+    """This process no longer follows main (another took a larger term): a sink's write is refused."""
 
 
 class Sink(Protocol):
@@ -83,7 +90,9 @@ class Sink(Protocol):
         ...
 
     def apply(self, delta: Delta) -> None:
-        """Apply `delta` and record `delta.version`, atomically. Raises SinkDamaged."""
+        """Apply `delta` and record `delta.version`, atomically, calling `delta.fence()` under the
+        sink's write lock right before it commits (what it raises cancels the write). Raises
+        SinkDamaged."""
         ...
 
     def reset(self, slug: str) -> None:
@@ -220,6 +229,11 @@ class Follower:
             self._drop_lead()
         log.error("another process took over following main (term > %d); standing by", self._term)
         return False
+
+    def _fence(self) -> None:
+        """Raise NotLeading unless this process still leads with its term (a sink's last check)."""
+        if not self._still_leading():
+            raise NotLeading(f"another process took over following main (term > {self._term})")
 
     def _release(self) -> None:
         with self._lead_lock:
@@ -395,9 +409,11 @@ class Follower:
             rebuild = (sink.name, slug) in self._rebuild
             self._rebuild.discard((sink.name, slug))
         try:
-            applied = self._catch_up_one(sink, slug, rebuild, None)
+            applied = self._catch_up_one(sink, slug, rebuild, None, self._fence)
         except NotFound:
             return False  # the KB is gone
+        except NotLeading:
+            return False  # the new leader follows it (this process stands by, and said so)
         except Exception as e:
             attempts = failure.attempts + 1 if failure else 1
             pause = RETRY_SECONDS[min(attempts, len(RETRY_SECONDS)) - 1]
@@ -431,25 +447,32 @@ class Follower:
         head = self._repos.repo(slug).head()
         for sink in self.sinks:
             if sinks is None or sink.name in sinks:
-                self._catch_up_one(sink, slug, rebuild, progress)
+                self._catch_up_one(sink, slug, rebuild, progress, _unfenced)
         return head
 
     def _catch_up_one(
-        self, sink: Sink, slug: str, rebuild: bool, progress: Callable[[str, int, int | None], None] | None
+        self,
+        sink: Sink,
+        slug: str,
+        rebuild: bool,
+        progress: Callable[[str, int, int | None], None] | None,
+        fence: Callable[[], None],
     ) -> bool:
-        """One sink of `slug` to main's head, rebuilt when damaged; True if a delta was applied."""
+        """One sink of `slug` to main's head, rebuilt when damaged; True if a delta was applied.
+        `fence` is the delta's: the leader's term check (none for `kbserver reindex`)."""
         repo = self._repos.repo(slug)
         with self._lock(sink.name, slug):
             head = repo.head()
             if head is None:
                 return False
             try:
-                return self._catch_up_sink(sink, slug, head, rebuild, progress)
+                return self._catch_up_sink(sink, slug, head, rebuild, progress, fence)
             except SinkDamaged as e:
+                fence()  # a stale leader resets nothing
                 log.warning("sink %s of KB %s is damaged (%s); rebuilding it", sink.name, slug, e)
                 self._progress.record(sink.name, slug, None)
                 sink.reset(slug)
-                return self._catch_up_sink(sink, slug, head, True, progress)
+                return self._catch_up_sink(sink, slug, head, True, progress, fence)
 
     def _catch_up_sink(
         self,
@@ -458,6 +481,7 @@ class Follower:
         head: str,
         rebuild: bool,
         progress: Callable[[str, int, int | None], None] | None,
+        fence: Callable[[], None],
     ) -> bool:
         repo = self._repos.repo(slug)
         if rebuild:  # a delta from nothing; the sink replaces what it had (the index swaps atomically)
@@ -471,10 +495,14 @@ class Follower:
             base = None  # not on main (the KB was recreated, the sink is foreign): start from nothing
         changes = repo.changes(base, head)
         step = None if progress is None else functools.partial(progress, sink.name)
-        sink.apply(Delta(slug, head, base, changes, repo.blob, step))
+        sink.apply(Delta(slug, head, base, changes, repo.blob, step, fence))
         self._progress.record(sink.name, slug, head)
         self._feed.covered(sink.name, slug, head)
         return True
+
+
+def _unfenced() -> None:
+    """The fence of a catch-up outside the lead (`kbserver reindex`): none."""
 
 
 def _read_term(fd: int) -> int:

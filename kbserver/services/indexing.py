@@ -67,7 +67,7 @@ class SearchSink:
                 if delta.base is None:
                     files = [c for c in delta.changes if c.new_blob]
                     docs = ((c.path, _text(delta.read(c.new_blob))) for c in files if c.new_blob)
-                    ix.rebuild(delta.version, docs, _counting(delta.progress, len(files)))
+                    ix.rebuild(delta.version, docs, _counting(delta.progress, len(files)), delta.fence)
                     return
                 if ix.unmerged >= MERGE_UNDER_LOAD:
                     ix.merge()  # commits never pause: keep searches from slowing down without bound
@@ -78,7 +78,7 @@ class SearchSink:
                         deletes.append(c.path)
                     else:
                         upserts[c.path] = _text(delta.read(c.new_blob))
-                ix.update(delta.version, upserts, deletes)
+                ix.update(delta.version, upserts, deletes, delta.fence)  # the term, under its lock
         except IndexCorrupt as e:
             self._pool.drop(delta.slug)
             raise SinkDamaged(str(e)) from e

@@ -95,7 +95,7 @@ class VectorSink:
             with self._pool.lease(delta.slug) as vs:
                 if delta.base is None:
                     files = {c.path: embedded_text(delta.read(c.new_blob)) for c in wanted if c.new_blob}
-                    vs.rebuild(delta.version, files, progress=delta.progress)  # passages embedded
+                    vs.rebuild(delta.version, files, progress=delta.progress, fence=delta.fence)
                     return
                 upserts: dict[str, str] = {}
                 deletes: list[str] = []
@@ -105,7 +105,7 @@ class VectorSink:
                     else:
                         upserts[c.path] = embedded_text(delta.read(c.new_blob))
                 # a memory stored through the semantic set was embedded on its way in: not again
-                vs.update(delta.version, upserts, deletes, made=self._passages.get)
+                vs.update(delta.version, upserts, deletes, made=self._passages.get, fence=delta.fence)
         except sqlite3.DatabaseError as e:
             self._pool.drop(delta.slug)
             raise SinkDamaged(str(e)) from e

@@ -126,6 +126,7 @@ class VectorStore:
         *,
         progress: Callable[[int, int], None] | None = None,
         made: Callable[[str], npt.NDArray[np.float32] | None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> int:
         """Move the folder to `version`: vectors for `upserts` (path -> text), none for `deletes`.
 
@@ -179,6 +180,8 @@ class VectorStore:
                     "INSERT OR REPLACE INTO meta VALUES (?, ?)",
                     [("embedder", self.embedder.name), ("dim", str(self.embedder.dim)), ("version", version)],
                 )
+                if fence is not None:
+                    fence()  # under the write transaction, right before it commits: raising rolls back
                 self._db.execute("COMMIT")
             except BaseException:
                 self._db.execute("ROLLBACK")
@@ -202,11 +205,12 @@ class VectorStore:
         files: Mapping[str, str],
         *,
         progress: Callable[[int, int], None] | None = None,
+        fence: Callable[[], None] | None = None,
     ) -> int:
         """Make the folder hold exactly `files` at `version`; cached vectors of unchanged contents are
-        reused, and vectors no file refers to any more are dropped."""
+        reused, and vectors no file refers to any more are dropped. `fence` as for `update`."""
         stale = set(self.paths()) - set(files)
-        count = self.update(version, files, stale, progress=progress)
+        count = self.update(version, files, stale, progress=progress, fence=fence)
         with self._lock:
             self._db.execute("DELETE FROM blob WHERE sha256 NOT IN (SELECT sha256 FROM path)")
         return count

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from kbserver.core.model import Create, WriteRequest
+from kbserver.index.engine import SearchIndex
 from kbserver.services import Services, follower, kbs, writes
 from kbserver.services.auth import ADMIN
 from kbserver.wiring import open_services
@@ -102,3 +103,47 @@ def test_each_leader_takes_a_larger_term_and_a_stale_one_stands_by(tmp_path: Pat
     _await_lead(second, "the second process never took the lead")
     assert _term(data) == term + 7  # a new leader's term outgrows every earlier one
     second.close()
+
+
+@pytest.mark.parametrize("phase", ["update", "rebuild"])
+def test_a_leader_whose_term_is_taken_while_it_catches_up_never_writes_the_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, phase: str
+) -> None:
+    """The term is checked before a catch-up and again under the index's writer lock, right before
+    the commit: another node taking the lead in between (its flock lost) gets the only write."""
+    data = tmp_path / "data"
+    stale: list[str] = []
+    real = getattr(SearchIndex, phase)
+
+    def hooked(self: SearchIndex, version: str, *args: object, **kw: object) -> None:
+        term = _term(data)
+        if not stale:  # the first write: another node takes the lead after the follower's check
+            (data / "follower.lock").write_text(f"{term + 5}\n")
+            stale.append(version)
+        real(self, version, *args, **kw)
+        if self.indexed_version() == version and _term(data) == term + 5:
+            stale.append("written under a stale term")  # today: the index moved all the same
+
+    monkeypatch.setattr(SearchIndex, phase, hooked)
+    services = open_services(data)
+    try:
+        services.start()
+        _await_lead(services, "the follower never took the lead")
+        kbs.create(services, ADMIN, "notes")
+        if phase == "update":  # the first catch-up builds; the next ones update
+            _covered(services, "notes", services.repos.repo("notes").head())
+            stale.clear()
+        req = WriteRequest(files=[Create(path="a.md", mode="create", content="albatross\n")])
+        version = writes.submit(services, ADMIN, "notes", req).version  # type: ignore[union-attr]
+        _covered(services, "notes", version)  # once the lead is retaken (flock free), it catches up
+        assert stale[1:] == [], stale
+        assert stale, "the hook never ran"
+    finally:
+        services.close()
+
+
+def _covered(services: Services, slug: str, version: str | None) -> None:
+    deadline = time.monotonic() + 90
+    while services.sinks["index"].covered(slug) != version:
+        assert time.monotonic() < deadline, f"{slug} never covered {version}"
+        time.sleep(0.02)
