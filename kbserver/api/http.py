@@ -53,7 +53,7 @@ async def caller(request: Request) -> Caller:
     """The authenticated caller. Raises Unauthorized."""
     address = request.client.host if request.client else None
     who = await call(
-        authenticate, services_of(request), bearer(request), request.app.state.admin_token, address
+        authenticate, services_of(request), bearer(request), request.app.state.admin_token, address, True
     )
     request.state.caller = who.actor
     return who

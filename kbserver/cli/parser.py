@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from kbserver import __version__
-from kbserver.cli import admin, serve
+from kbserver.cli import admin, people, serve
 
 __all__ = ["build"]
 
@@ -80,6 +80,8 @@ def build() -> argparse.ArgumentParser:
         "delete", admin.agent_delete, "delete an agent and its links; its token stops working", agent_sub
     )
     p.add_argument("name", help="the agent")
+
+    people.add_commands(sub, command)
 
     p = command("link", admin.link, "give an agent a permission on a KB (replaces an earlier one)")
     p.add_argument("agent", help="the agent")

@@ -203,11 +203,17 @@ class Caller:
         """Whether a run or proposal of agent `agent` (identity `agent_id`) is this agent's: the same
         name and the same identity, so an agent deleted and made again under its name has none of the
         old one's runs and proposals."""
-        return agent == self.name and agent_id == self.agent_id and not self.is_admin
+        return agent == self.name and agent_id == self.agent_id and not self.is_human
 
     @property
     def is_person(self) -> bool:
         return self.person is not None
+
+    @property
+    def is_human(self) -> bool:
+        """The admin or a person: sees every KB and every agent's memories (what they may change
+        is their role's); an agent sees its links and its own private memories."""
+        return self.is_admin or self.person is not None
 
     def may_review(self, slug: str) -> bool:
         """Whether this caller may decide on KB `slug` (approve, reject, revert, undo, publish, edit,

@@ -41,11 +41,11 @@ class ProposalState(BaseModel):
 def find(services: Services, caller: Caller, proposal_id: str) -> ProposalRow:
     """The proposal `proposal_id` among the KBs the caller can read (an agent: its own proposals
     only; another agent's is not_found, like one that does not exist). Raises NotFound."""
-    slugs = services.repos.slugs() if caller.is_admin else sorted(caller.links)
+    slugs = services.repos.slugs() if caller.is_human else sorted(caller.links)
     for slug in slugs:
         row = services.control.proposal(slug, proposal_id) if services.repos.exists(slug) else None
         if row is not None:
-            if caller.is_admin or caller.made(row.agent, row.agent_id):
+            if caller.is_human or caller.made(row.agent, row.agent_id):
                 return row
             break
     raise NotFound(f"proposal {proposal_id} does not exist or is not yours", proposal=proposal_id)

@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Mapping
 
-from kbserver.control import AgentRow
+from kbserver.control import AgentRow, PersonRow
 from kbserver.core.errors import Forbidden, NotFound, Unauthorized
 from kbserver.core.model import Caller, Permission
 from kbserver.services.context import Services
@@ -24,6 +24,7 @@ __all__ = [
     "caller_for",
     "client_address",
     "permission",
+    "person_caller",
     "require_read",
     "require_write",
 ]
@@ -86,9 +87,10 @@ def _throttled() -> Unauthorized:
 
 
 def authenticate(
-    services: Services, token: str | None, admin_token: str, address: str | None = None
+    services: Services, token: str | None, admin_token: str, address: str | None = None, people: bool = False
 ) -> Caller:
-    """The caller behind a bearer token. Raises Unauthorized.
+    """The caller behind a bearer token; with `people`, a person's personal token too (the HTTP API
+    takes one wherever it takes the admin token). Raises Unauthorized.
 
     With `address` (the client: an IP address, or a key such as `agent NAME` for a token passed as a
     tool argument), failed checks are counted per client in the control store, across nodes: past
@@ -102,7 +104,10 @@ def authenticate(
     if hmac.compare_digest(token.encode(), admin_token.encode()):
         return ADMIN
     row = services.control.agent_by_token(token)
-    if row is None:
+    if row is not None:
+        return _agent(row)
+    person = services.control.person_by_token(token) if people else None
+    if person is None:
         if key is not None:
             now = time.time()
             failures = services.control.login_failed(key, now, BEARER_WINDOW)
@@ -110,7 +115,19 @@ def authenticate(
             if failures > BEARER_FAILURES:
                 raise _throttled()
         raise Unauthorized(UNKNOWN_TOKEN)
-    return _agent(row)
+    return person_caller(person)
+
+
+def person_caller(row: PersonRow) -> Caller:
+    """A person as a caller: an owner may do what the admin may (and is named in versions); a
+    reviewer or viewer reads every KB and changes only what their role allows."""
+    return Caller(
+        name=row.name,
+        is_admin=row.role == "owner",
+        person=row.name,
+        role=row.role,
+        reviews=frozenset(row.reviews) if row.role == "reviewer" else frozenset(),
+    )
 
 
 def caller_for(services: Services, agent: str) -> Caller:
@@ -133,9 +150,14 @@ def _agent(row: AgentRow) -> Caller:
 
 
 def permission(caller: Caller, slug: str) -> Access | None:
-    """`admin`, the agent's link permission, or None when the KB is not visible to the caller."""
+    """`admin`, the agent's link permission, or None when the KB is not visible to the caller.
+
+    A reviewer has `read_write` on the KBs they review and `read` on every other, a viewer `read`.
+    """
     if caller.is_admin:
         return "admin"
+    if caller.is_person:
+        return "read_write" if caller.may_review(slug) else "read"
     return caller.links.get(slug)
 
 
@@ -150,10 +172,14 @@ def require_read(services: Services, caller: Caller, slug: str) -> Access:
 
 def require_write(services: Services, caller: Caller, slug: str) -> Permission | None:
     """The caller's write permission (None for the admin). Raises NotFound or Forbidden."""
-    require_read(services, caller, slug)
-    if caller.is_admin:
+    perm = require_read(services, caller, slug)
+    if perm == "admin":
         return None
-    perm = caller.links[slug]
+    if perm == "read" and caller.is_person:
+        raise Forbidden(
+            f"you are a {caller.role} and do not review KB {slug}; ask an owner to make you its reviewer",
+            slug=slug,
+        )
     if perm == "read":
         raise Forbidden(f"you have read-only access to KB {slug}; ask an admin for read_write", slug=slug)
     return perm

@@ -86,7 +86,7 @@ def listing(caller: Caller, repo: Repository, where: str, version: str | None) -
     global _kept_files
     if version is None:
         return Listing(None, {}, {})
-    viewer = "" if caller.is_admin else caller.name  # what privacy.hidden depends on
+    viewer = "" if caller.is_human else caller.name  # what privacy.hidden depends on
     with _lock:
         found = _kept.get((where, viewer, version))
         if found is not None:

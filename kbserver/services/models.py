@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
-from kbserver.core.model import FileEntry, Limits, Permission, VersionInfo, WriteResult
+from kbserver.core.model import FileEntry, Limits, Permission, Role, VersionInfo, WriteResult
 
 __all__ = [
     "Access",
@@ -35,6 +35,8 @@ __all__ = [
     "KBOverview",
     "KBSummary",
     "Link",
+    "Person",
+    "PersonList",
     "Proposal",
     "ProposalAccepted",
     "ProposalFile",
@@ -322,3 +324,19 @@ class AgentList(_Out):
 class AgentDeleted(_Out):
     name: str
     deleted: bool
+
+
+class Person(_Out):
+    """A person as `kbserver person list --json` shows one (never a hash)."""
+
+    name: str
+    email: str
+    role: Role
+    kbs: list[str]  # the KBs a reviewer decides on
+    password: bool  # whether a password is set (sign-in with email and password)
+    token: bool  # whether a personal token is set
+    created: str
+
+
+class PersonList(_Out):
+    people: list[Person]

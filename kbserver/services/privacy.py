@@ -63,7 +63,7 @@ def owner_of(path: str, data: bytes | None) -> str | None:
 
 
 def _hides(caller: Caller, owner: str | None) -> bool:
-    return owner is not None and not caller.is_admin and owner != caller.name
+    return owner is not None and not caller.is_human and owner != caller.name
 
 
 def _blob_owner(repo: Repository, path: str, blob: str | None) -> str | None:
@@ -86,7 +86,7 @@ def _blob_owner(repo: Repository, path: str, blob: str | None) -> str | None:
 
 def hidden(caller: Caller, repo: Repository, path: str, blob: str | bytes | None) -> bool:
     """True when `path` (with content id `blob`) is another agent's private memory for `caller`."""
-    if caller.is_admin or not path.startswith(PRIVATE_FOLDER):
+    if caller.is_human or not path.startswith(PRIVATE_FOLDER):
         return False
     blob_id = blob.decode() if isinstance(blob, bytes) else blob
     return _hides(caller, _blob_owner(repo, path, blob_id))
@@ -94,7 +94,7 @@ def hidden(caller: Caller, repo: Repository, path: str, blob: str | bytes | None
 
 def check_read(caller: Caller, path: str, data: bytes | str) -> None:
     """Raises NotFound (as for a missing file) when `path` is another agent's private memory."""
-    if caller.is_admin or not path.startswith(PRIVATE_FOLDER):
+    if caller.is_human or not path.startswith(PRIVATE_FOLDER):
         return  # nobody's private memory: no copy of the content to encode
     raw = data.encode("utf-8") if isinstance(data, str) else data
     if _hides(caller, owner_of(path, raw)):
@@ -104,7 +104,7 @@ def check_read(caller: Caller, path: str, data: bytes | str) -> None:
 def hides_version(caller: Caller, repo: Repository, changes: Iterable[object]) -> bool:
     """True when a version with `changes` (store Changes) touched another agent's private memory,
     before or after: its message and diff are that agent's."""
-    if caller.is_admin:
+    if caller.is_human:
         return False
     for ch in changes:
         path = getattr(ch, "path", "")
@@ -119,7 +119,7 @@ def hides_version(caller: Caller, repo: Repository, changes: Iterable[object]) -
 def check_writes(caller: Caller, tip: Tree, applied: Sequence[Applied]) -> list[Applied]:
     """`applied`, unless it changes another agent's private memory or writes a memory in another
     agent's name (raises Forbidden). The admin may write any."""
-    if caller.is_admin:
+    if caller.is_human:
         return list(applied)
     for a in applied:
         if not a.path.startswith(PRIVATE_FOLDER):
@@ -168,7 +168,7 @@ def _history_owners(repo: Repository, key: str) -> frozenset[str]:
 def other_owners(caller: Caller, repo: Repository, key: str) -> list[str]:
     """The agents besides `caller` whose private memories some version of the KB holds (none for the
     admin); `key` names the repository (its folder)."""
-    if caller.is_admin:
+    if caller.is_human:
         return []
     return sorted(_history_owners(repo, key) - {caller.name})
 

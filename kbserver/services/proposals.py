@@ -144,7 +144,7 @@ def _diff_against_head(
 def _row(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:
     require_read(services, caller, slug)
     p = services.control.proposal(slug, proposal_id) if isinstance(proposal_id, str) else None
-    if p is None or (not caller.is_admin and not caller.made(p.agent, p.agent_id)):
+    if p is None or (not caller.is_human and not caller.made(p.agent, p.agent_id)):
         raise NotFound(f"proposal {proposal_id} does not exist in KB {slug}", proposal=proposal_id)
     return p
 
@@ -155,7 +155,7 @@ def listing(services: Services, caller: Caller, slug: str, status: str | None = 
     if status is not None and status not in PROPOSAL_STATUSES:
         raise InvalidRequest("status must be pending, applying, approved or rejected", status=status)
     rows = services.control.proposals(slug, status)
-    if not caller.is_admin:
+    if not caller.is_human:
         rows = [p for p in rows if caller.made(p.agent, p.agent_id)]
     return ProposalList(proposals=[_render(services, p, with_diff=True) for p in rows])
 
@@ -171,9 +171,12 @@ def shown(services: Services, p: ProposalRow) -> Proposal:
 
 
 def _decidable(services: Services, caller: Caller, slug: str, proposal_id: str) -> ProposalRow:
-    if not caller.is_admin:
+    if not caller.may_review(slug):
         require_read(services, caller, slug)
-        raise Forbidden("only the admin can approve or reject proposals")
+        raise Forbidden(
+            f"only the admin, an owner or a reviewer of KB {slug} can approve or reject its proposals",
+            slug=slug,
+        )
     return _settled(services, _row(services, caller, slug, proposal_id))
 
 
@@ -268,7 +271,7 @@ def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> 
             message=req.message,
             run_id=p.run_id,
             default_subject="approved agent write",
-            trailers={"Kb-Proposal": p.id, "Kb-Approver": caller.actor},
+            trailers={"Kb-Proposal": p.id, "Kb-Approver": caller.actor, "Kb-Approved-By": caller.actor},
             author=author,
             fence=Fence(token, check),
         )

@@ -33,7 +33,7 @@ def is_auto_memory(path: str) -> bool:
 
 def check_owner(caller: Caller, paths: Iterable[str], tool_set: str) -> None:
     """Raises Forbidden when an agent writes a reserved file through another tool set than its owner."""
-    if caller.is_admin or tool_set == "auto":
+    if caller.is_human or tool_set == "auto":
         return
     for path in paths:
         if is_auto_memory(path):

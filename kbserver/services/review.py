@@ -36,6 +36,7 @@ __all__ = [
     "history",
     "mark",
     "overview",
+    "require_decider",
     "require_reviewer",
     "status",
     "undo",
@@ -148,9 +149,21 @@ def _changed_in(repo: Repository, tip: Files, path: str) -> str | None:
 
 
 def require_reviewer(services: Services, caller: Caller, slug: str) -> None:
+    """Raises NotFound or Forbidden unless the caller may read the KB's review state: the admin or a
+    person of any role (an agent may not). Deciding needs `Caller.may_review` besides."""
     require_read(services, caller, slug)
-    if not caller.is_admin:
-        raise Forbidden("only the admin reviews a KB's versions")
+    if not caller.is_human:
+        raise Forbidden("only the admin and people review a KB's versions")
+
+
+def require_decider(services: Services, caller: Caller, slug: str) -> None:
+    """Raises NotFound or Forbidden unless the caller may decide on the KB (admin, owner, its reviewer)."""
+    require_reviewer(services, caller, slug)
+    if not caller.may_review(slug):
+        raise Forbidden(
+            f"you are a {caller.role} and do not review KB {slug}; ask an owner to make you its reviewer",
+            slug=slug,
+        )
 
 
 def status(services: Services, caller: Caller, slug: str) -> ReviewStatus:
@@ -180,7 +193,7 @@ def mark(services: Services, caller: Caller, slug: str, version: str) -> ReviewS
 
     Raises NotFound, Forbidden, InvalidRequest.
     """
-    require_reviewer(services, caller, slug)
+    require_decider(services, caller, slug)
     repo = services.repos.repo(slug)
     target = repo.resolve(version)
     services.control.set_reviewed(slug, target, caller.actor)
@@ -283,8 +296,8 @@ def _count_unreviewed(services: Services, slug: str, head: str | None) -> tuple[
 def overview(services: Services, caller: Caller) -> list[KBOverview]:
     """Every KB the admin sees, for the KB list: description, head and its time and writer, file
     count, pending proposals and unreviewed agent writes. Raises Forbidden for an agent."""
-    if not caller.is_admin:
-        raise Forbidden("only the admin sees the overview of every KB")
+    if not caller.is_human:
+        raise Forbidden("only the admin and people see the overview of every KB")
     out: list[KBOverview] = []
     for kb in kbs.visible(services, caller):
         slug = kb.slug

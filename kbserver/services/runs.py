@@ -21,7 +21,7 @@ def start(
     services: Services, caller: Caller, kbs: list[str] | None = None, interactive: bool = False
 ) -> RunStarted:
     """Pin the head of each KB the agent can read (or of `kbs`). Raises Forbidden, NotFound."""
-    if caller.is_admin:
+    if caller.is_human:
         raise Forbidden("runs belong to agents; call POST /runs with an agent's token")
     if kbs is not None:
         if len(set(kbs)) != len(kbs):

@@ -31,7 +31,7 @@ def _still_waiting() -> bool:
 @contextlib.contextmanager
 def _asking(caller: Caller) -> Iterator[None]:
     """The caller's queries wait in its own queue (callers take turns) while it still waits."""
-    with asking("admin" if caller.is_admin else f"agent:{caller.name}", _still_waiting):
+    with asking(caller.actor, _still_waiting):
         yield
 
 

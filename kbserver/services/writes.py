@@ -74,8 +74,8 @@ def _submit(
                 slug=slug,
             )
         return propose(services, caller, slug, req, run.id, fence)
-    kind = "human_edit" if caller.is_admin else "agent_write"
-    subject = "human edit" if caller.is_admin else "agent write"
+    kind = "human_edit" if caller.is_human else "agent_write"
+    subject = "human edit" if caller.is_human else "agent write"
     return commit(
         services,
         caller,
