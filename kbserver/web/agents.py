@@ -6,7 +6,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.services import activity, agents, kbs
-from kbserver.services.auth import ADMIN
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
@@ -16,11 +15,11 @@ PERMISSIONS = ("read", "read_write", "read_write_ask")
 
 
 async def agents_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     services = services_of(request)
-    listing = await call(agents.listing, services, ADMIN)
-    slugs = [kb.slug for kb in await call(kbs.visible, services, ADMIN)]
-    recent = await call(activity.agents, services, ADMIN, [a.name for a in listing.agents])
+    listing = await call(agents.listing, services, who)
+    slugs = [kb.slug for kb in await call(kbs.visible, services, who)]
+    recent = await call(activity.agents, services, who, [a.name for a in listing.agents])
     return render(
         request,
         "agents.html",
@@ -34,12 +33,13 @@ async def agents_page(request: Request) -> Response:
 
 
 async def create(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     tools = [t.strip() for t in form.get("tools", "context").split(",") if t.strip()]
     agent, token = await call(
         agents.create,
         services_of(request),
-        ADMIN,
+        who,
         form.get("name", "").strip(),
         form.get("parent", "").strip() or None,
         tools or ["context"],
@@ -49,31 +49,35 @@ async def create(request: Request) -> Response:
 
 
 async def rotate(request: Request) -> Response:
+    who = require_admin(request)
     await admin_form(request)
-    agent, token = await call(agents.rotate, services_of(request), ADMIN, str(request.path_params["name"]))
+    agent, token = await call(agents.rotate, services_of(request), who, str(request.path_params["name"]))
     return render(request, "token.html", agent=agent, token=token, created=False)
 
 
 async def delete(request: Request) -> Response:
+    who = require_admin(request)
     await admin_form(request)
     name = str(request.path_params["name"])
-    await call(agents.delete, services_of(request), ADMIN, name)
+    await call(agents.delete, services_of(request), who, name)
     flash(request, f"Deleted agent {name}: its token no longer works.")
     return see_other("/admin/agents")
 
 
 async def link(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     name = str(request.path_params["name"])
     kb, permission = form.get("kb", ""), form.get("permission", "")
-    await call(agents.link, services_of(request), ADMIN, name, kb, permission)
+    await call(agents.link, services_of(request), who, name, kb, permission)
     flash(request, f"Linked {name} to {kb} with permission {permission}.")
     return see_other("/admin/agents")
 
 
 async def unlink(request: Request) -> Response:
+    who = require_admin(request)
     await admin_form(request)
     p = request.path_params
-    await call(agents.unlink, services_of(request), ADMIN, str(p["name"]), str(p["slug"]))
+    await call(agents.unlink, services_of(request), who, str(p["name"]), str(p["slug"]))
     flash(request, f"Removed the link of {p['name']} to {p['slug']}: it no longer reaches that KB.")
     return see_other("/admin/agents")

@@ -10,7 +10,6 @@ from starlette.responses import Response
 from kbserver.core.errors import InvalidRequest
 from kbserver.dialects.record_view import view_of
 from kbserver.services import activity, files, kbs, review, search
-from kbserver.services.auth import ADMIN
 from kbserver.web import records
 from kbserver.web.glance import chart, size_text
 from kbserver.web.page import call, expand, render, services_of
@@ -23,8 +22,8 @@ FILE_SCAN = 100  # versions of main a file's page looks at for its history (a li
 
 
 async def kb_list(request: Request) -> Response:
-    require_admin(request)
-    rows = await call(review.overview, services_of(request), ADMIN)
+    who = require_admin(request)
+    rows = await call(review.overview, services_of(request), who)
     return render(request, "kbs.html", kbs=rows)
 
 
@@ -52,20 +51,20 @@ def _slug(request: Request) -> str:
 
 
 async def files_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
-    kb = await call(kbs.describe, services, ADMIN, slug)
+    kb = await call(kbs.describe, services, who, slug)
     folder = request.query_params.get("folder", "")
     start = request.query_params.get("start", "0")
     if not start.isdigit() or len(start) > 9:
         raise InvalidRequest("start must be a number of files", start=start)
-    shown = await call(files.folder_page, services, ADMIN, slug, PER_FOLDER, folder, int(start))
+    shown = await call(files.folder_page, services, who, slug, PER_FOLDER, folder, int(start))
     entries = [{"path": f.path, "size": f.size} for f in shown.files]
     readme = None
     if any(e["path"] == "README.md" for e in entries):
-        readme = (await call(files.read, services, ADMIN, slug, "README.md")).content
+        readme = (await call(files.read, services, who, slug, "README.md")).content
     named = await call(records.titles, services, slug, [str(e["path"]) for e in entries], kb.head)
-    glance = await call(activity.glance, services, ADMIN, slug)
+    glance = await call(activity.glance, services, who, slug)
     return render(
         request,
         "files.html",
@@ -85,15 +84,15 @@ async def files_page(request: Request) -> Response:
 
 
 async def file_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
     path = str(request.path_params["path"])
     version = request.query_params.get("version") or None
     if version:
         version = await expand(request, slug, version)
-    found = await call(files.read, services, ADMIN, slug, path, version)
-    head = (await call(kbs.describe, services, ADMIN, slug)).head
-    history = await call(review.history, services, ADMIN, slug, path, None, None, 20, None, FILE_SCAN)
+    found = await call(files.read, services, who, slug, path, version)
+    head = (await call(kbs.describe, services, who, slug)).head
+    history = await call(review.history, services, who, slug, path, None, None, 20, None, FILE_SCAN)
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     record = view_of(path, found.content)
     replaced: list[str] = []
@@ -120,11 +119,11 @@ async def file_page(request: Request) -> Response:
 
 
 async def search_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
-    await call(kbs.describe, services, ADMIN, slug)
+    await call(kbs.describe, services, who, slug)
     q = request.query_params.get("q", "").strip()
-    found = await call(search.query, services, ADMIN, slug, q, 20) if q else None
+    found = await call(search.query, services, who, slug, q, 20) if q else None
     paths = [h.path for h in found.hits] if found else []
     named = await call(records.titles, services, slug, paths, found.version if found else None)
     return render(request, "search.html", slug=slug, q=q, found=found, titles=named)

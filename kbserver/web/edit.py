@@ -9,7 +9,7 @@ from starlette.responses import Response
 from kbserver.core.errors import KBError, Stale
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, WriteRequest, WriteResult
 from kbserver.services import files, kbs, review, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services.auth import require_write
 from kbserver.web.page import admin_form, call, file_url, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
@@ -21,9 +21,10 @@ def _slug(request: Request) -> str:
 
 
 async def edit_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, path = _slug(request), str(request.path_params["path"])
-    found = await call(files.read, services_of(request), ADMIN, slug, path)
+    await call(require_write, services_of(request), who, slug)  # a viewer gets no form
+    found = await call(files.read, services_of(request), who, slug, path)
     return render(
         request,
         "edit.html",
@@ -38,9 +39,9 @@ async def edit_page(request: Request) -> Response:
 
 
 async def new_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug = _slug(request)
-    await call(kbs.describe, services_of(request), ADMIN, slug)
+    await call(require_write, services_of(request), who, slug)
     folder = request.query_params.get("folder", "")
     return render(
         request,
@@ -61,6 +62,7 @@ def _text(value: str) -> str:
 
 
 async def publish(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
     path, content = form.get("path", "").strip(), _text(form.get("content", ""))
@@ -76,12 +78,12 @@ async def publish(request: Request) -> Response:
     except ValueError as err:  # pydantic: e.g. a malformed expected_sha256 sent by hand
         return render(request, "edit.html", 400, **again, new=not expected, error=_Plain(err))
     try:
-        result = await call(writes.submit, services, ADMIN, slug, req)
+        result = await call(writes.submit, services, who, slug, req)
     except Stale as err:
-        conflict = await call(review.conflict, services, ADMIN, slug, path, content)
+        conflict = await call(review.conflict, services, who, slug, path, content)
         return render(request, "conflict.html", 409, **again, error=err, conflict=conflict)
     except KBError as err:
-        await call(kbs.describe, services, ADMIN, slug)  # an unknown KB is a 404 page, not a form
+        await call(kbs.describe, services, who, slug)  # an unknown KB is a 404 page, not a form
         return render(request, "edit.html", err.status, **again, new=not expected, error=err)
     if isinstance(result, WriteResult):
         flash(request, f"Published {path} as a new human edit.", slug, result.version)
@@ -100,13 +102,15 @@ class _Plain:
 
 
 async def delete_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, path = _slug(request), str(request.path_params["path"])
-    found = await call(files.read, services_of(request), ADMIN, slug, path)
+    await call(require_write, services_of(request), who, slug)  # a viewer gets no form
+    found = await call(files.read, services_of(request), who, slug, path)
     return render(request, "delete.html", slug=slug, path=path, file=found, error=None)
 
 
 async def delete(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
     path, expected = form.get("path", ""), form.get("expected_sha256", "") or None
@@ -115,9 +119,9 @@ async def delete(request: Request) -> Response:
     except ValueError as err:
         return render(request, "error.html", 400, error=_Plain(err), slug=slug)
     try:
-        result = await call(writes.submit, services, ADMIN, slug, req)
+        result = await call(writes.submit, services, who, slug, req)
     except Stale as err:
-        found = await call(files.read, services, ADMIN, slug, path)
+        found = await call(files.read, services, who, slug, path)
         return render(request, "delete.html", 409, slug=slug, path=path, file=found, error=err)
     made = result.version if isinstance(result, WriteResult) else None
     flash(request, f"Deleted {path}; the history keeps it and Revert brings it back.", slug, made)

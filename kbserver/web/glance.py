@@ -10,7 +10,6 @@ from starlette.responses import Response
 
 from kbserver.services import activity
 from kbserver.services.activity import Activity
-from kbserver.services.auth import ADMIN
 from kbserver.web import records
 from kbserver.web.page import call, render, services_of
 from kbserver.web.session import require_admin
@@ -90,9 +89,9 @@ def size_text(n: int) -> str:
 
 
 async def week_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = str(request.path_params["slug"]), services_of(request)
-    found = await call(activity.week, services, ADMIN, slug)
+    found = await call(activity.week, services, who, slug)
     listed = [f for kind in found.files.values() for f in kind]
     named = await call(records.titles, services, slug, [f.path for f in listed], found.head)
     superseded = await call(records.superseded, services, slug, listed, found.base, found.head)

@@ -9,7 +9,6 @@ from starlette.responses import Response
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.services import kbs, review, versions
-from kbserver.services.auth import ADMIN
 from kbserver.web import records
 from kbserver.web.page import KINDS, admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
@@ -25,18 +24,18 @@ def _slug(request: Request) -> str:
 
 
 async def versions_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
     q = request.query_params
     path, author, kind = q.get("path", "").strip(), q.get("author", "").strip(), q.get("kind", "")
     cursor = q.get("cursor") or None
     if kind and kind not in KINDS:
         raise InvalidRequest(f"kind must be one of {', '.join(KINDS)}", kind=kind)
-    await call(kbs.describe, services, ADMIN, slug)
+    await call(kbs.describe, services, who, slug)
     page = await call(
         review.history,
         services,
-        ADMIN,
+        who,
         slug,
         path or None,
         author or None,
@@ -64,7 +63,7 @@ async def versions_page(request: Request) -> Response:
 
 
 async def version_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
     version = str(request.path_params["version"])
     if "..." in version:
@@ -72,13 +71,13 @@ async def version_page(request: Request) -> Response:
         full_a, full_b = await expand(request, slug, a), await expand(request, slug, b)
         if (full_a, full_b) != (a, b):  # a short id: the page's address names the full ones
             return see_other(f"/admin/kbs/{slug}/versions/{full_a}...{full_b}")
-        compared = await call(review.compare, services, ADMIN, slug, a, b)
+        compared = await call(review.compare, services, who, slug, a, b)
         return render(request, "compare.html", slug=slug, compared=compared)
     full = await expand(request, slug, version)
     if full != version:
         return see_other(f"/admin/kbs/{slug}/versions/{full}")
-    found = await call(versions.get, services, ADMIN, slug, version)
-    head = (await call(kbs.describe, services, ADMIN, slug)).head
+    found = await call(versions.get, services, who, slug, version)
+    head = (await call(kbs.describe, services, who, slug)).head
     paths = [d.path for d in found.diff]
     changed = await call(records.record_diffs, services, slug, paths, found.parent, found.version)
     named = await call(records.titles, services, slug, paths, found.version)
@@ -99,13 +98,14 @@ async def compare_form(request: Request) -> Response:
 
 async def revert(request: Request) -> Response:
     """Revert asks first: without `confirm=yes` the answer is the page of what it would change."""
+    who = require_admin(request)
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
     version = await expand(request, slug, str(request.path_params["version"]))
     if form.get("confirm") != "yes":
-        plan = await call(versions.revert_plan, services, ADMIN, slug, version)
+        plan = await call(versions.revert_plan, services, who, slug, version)
         return render(request, "revert_confirm.html", slug=slug, plan=plan)
-    result = await call(versions.revert, services, ADMIN, slug, version, form.get("message") or None)
+    result = await call(versions.revert, services, who, slug, version, form.get("message") or None)
     flash(
         request,
         f"Reverted: the files are as in version {version[:12]} again, in a new revert version.",

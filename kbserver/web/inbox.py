@@ -9,7 +9,6 @@ from starlette.responses import Response
 
 from kbserver.core.errors import Stale
 from kbserver.services import inbox, review, versions
-from kbserver.services.auth import ADMIN
 from kbserver.services.models import VersionDetail
 from kbserver.web import records
 from kbserver.web.page import admin_form, call, expand, flash, render, see_other, services_of
@@ -26,17 +25,17 @@ def _slug(request: Request) -> str:
 
 
 async def review_page(request: Request) -> Response:
-    require_admin(request)
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
     q = {k: request.query_params.get(k, "").strip() for k in _FILTERS}
     found = await call(
-        inbox.inbox, services, ADMIN, slug, q["agent"] or None, q["prefix"] or None, q["kind"] or None, SHOWN
+        inbox.inbox, services, who, slug, q["agent"] or None, q["prefix"] or None, q["kind"] or None, SHOWN
     )
     details: dict[str, VersionDetail] = {}
     changed: dict[str, dict[str, records.RecordDiff]] = {}
     for group in found.groups:
         for item in group.items:
-            v = await call(versions.get, services, ADMIN, slug, item.version.version)
+            v = await call(versions.get, services, who, slug, item.version.version)
             details[v.version] = v
             paths = [d.path for d in v.diff]
             changed[v.version] = await call(records.record_diffs, services, slug, paths, v.parent, v.version)
@@ -66,16 +65,17 @@ def _back(form: dict[str, str], slug: str) -> str:
 
 
 async def undo(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     slug, services = _slug(request), services_of(request)
     version = await expand(request, slug, str(request.path_params["version"]))
     if form.get("confirm") == "ask":  # the review page's Undo: show what it would do first
-        target = await call(versions.get, services, ADMIN, slug, version)
+        target = await call(versions.get, services, who, slug, version)
         return render(request, "undo_confirm.html", slug=slug, v=target, back=_back(form, slug))
     try:
-        result = await call(review.undo, services, ADMIN, slug, version, form.get("message") or None)
+        result = await call(review.undo, services, who, slug, version, form.get("message") or None)
     except Stale as err:
-        target = await call(versions.get, services, ADMIN, slug, version)
+        target = await call(versions.get, services, who, slug, version)
         return render(request, "undo_conflict.html", 409, slug=slug, v=target, error=err)
     flash(
         request,
@@ -89,10 +89,11 @@ async def undo(request: Request) -> Response:
 
 
 async def mark_reviewed(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     slug = _slug(request)
     version = await expand(request, slug, form.get("version", ""))
-    status = await call(review.mark, services_of(request), ADMIN, slug, version)
+    status = await call(review.mark, services_of(request), who, slug, version)
     left = len(status.unreviewed)
     flash(
         request,

@@ -15,10 +15,9 @@ from starlette.responses import HTMLResponse, RedirectResponse
 
 from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.services import Services, versions
-from kbserver.services.auth import ADMIN
 from kbserver.services.models import DiffEntry
 from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown
-from kbserver.web.session import check_csrf, csrf_token, require_admin
+from kbserver.web.session import check_csrf, csrf_token, require_admin, signed_in
 
 __all__ = [
     "KINDS",
@@ -111,6 +110,7 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
         csrf=token,
         csrf_input=Markup('<input type="hidden" name="csrf" value="{}">').format(token),
         logged_in=has_session and "sid" in request.session,
+        user=signed_in(request) if has_session else None,
         **context,
     )
     return HTMLResponse(html, status_code=status)
@@ -137,7 +137,8 @@ async def call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 async def expand(request: Request, slug: str, version: str) -> str:
     """The full id of the version a person named by a unique prefix (7+ hex digits) of it."""
-    return await call(versions.expand, services_of(request), ADMIN, slug, version)
+    who = require_admin(request)
+    return await call(versions.expand, services_of(request), who, slug, version)
 
 
 async def _form(request: Request) -> dict[str, str]:

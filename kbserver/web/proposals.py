@@ -7,7 +7,6 @@ from starlette.responses import Response
 
 from kbserver.core.errors import KBError
 from kbserver.services import kbs, proposal_cards, proposals
-from kbserver.services.auth import ADMIN
 from kbserver.web import records
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
@@ -22,10 +21,11 @@ def _slug(request: Request) -> str:
 async def _page(
     request: Request, status: int = 200, error: KBError | None = None, failed: str = ""
 ) -> Response:
+    who = require_admin(request)
     slug, services = _slug(request), services_of(request)
-    head = (await call(kbs.describe, services, ADMIN, slug)).head
-    pending = await call(proposal_cards.cards, services, ADMIN, slug)
-    decided = await call(proposals.listing, services, ADMIN, slug, None)
+    head = (await call(kbs.describe, services, who, slug)).head
+    pending = await call(proposal_cards.cards, services, who, slug)
+    decided = await call(proposals.listing, services, who, slug, None)
     recent = [p for p in decided.proposals if p.status != "pending"][:20]
     paths = [f.path for c in pending for f in c.proposal.files]
     named = await call(records.titles, services, slug, paths, head)
@@ -54,10 +54,11 @@ async def proposals_page(request: Request) -> Response:
 
 
 async def approve(request: Request) -> Response:
+    who = require_admin(request)
     await admin_form(request)
     slug, pid = _slug(request), str(request.path_params["proposal"])
     try:
-        result = await call(proposals.approve, services_of(request), ADMIN, slug, pid)
+        result = await call(proposals.approve, services_of(request), who, slug, pid)
     except KBError as err:
         if err.status == 404:
             raise
@@ -72,10 +73,11 @@ async def approve(request: Request) -> Response:
 
 
 async def reject(request: Request) -> Response:
+    who = require_admin(request)
     form = await admin_form(request)
     slug, pid = _slug(request), str(request.path_params["proposal"])
     reason = form.get("reason", "").strip() or None
-    await call(proposals.reject, services_of(request), ADMIN, slug, pid, reason)
+    await call(proposals.reject, services_of(request), who, slug, pid, reason)
     told = "the agent can read your reason" if reason else "no reason given"
     flash(request, f"Rejected proposal {pid}; nothing changed on main ({told}).", slug)
     return see_other(f"/admin/kbs/{slug}/proposals")

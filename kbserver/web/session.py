@@ -15,6 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbserver.core import threads
 from kbserver.core.errors import Forbidden, KBError
+from kbserver.core.model import Caller
 from kbserver.services import admin_sessions
 from kbserver.services.context import Services
 
@@ -33,6 +34,7 @@ __all__ = [
     "require_admin",
     "safe_next",
     "session_secret",
+    "signed_in",
 ]
 
 CSP = (
@@ -72,14 +74,15 @@ class SecurityHeaders:
         await self.app(scope, receive, send_with_headers)
 
 
-_ALIVE = "kbserver.session_alive"  # scope key: whether the cookie's session is live, or why unknown
+_ALIVE = "kbserver.session_alive"  # scope key: the cookie session's caller (None: not live), or why unknown
 
 
 class SessionCheck:
-    """Looks up the cookie's session in the control store (off the event loop) once per request.
+    """Looks up the cookie's session in the control store (off the event loop) once per request:
+    whose it is, with the person's current role.
 
     Goes inside Starlette's SessionMiddleware; `require_admin` reads the answer. A logout on any
-    node ends the session here at the next request.
+    node, or deleting the person, ends the session here at the next request.
     """
 
     def __init__(self, app: ASGIApp, services: Services) -> None:
@@ -90,8 +93,8 @@ class SessionCheck:
         sid = session.get("sid") if isinstance(session, dict) else None
         if scope["type"] == "http" and isinstance(sid, str):
             try:
-                alive = admin_sessions.is_alive
-                scope[_ALIVE] = await threads.run(alive, self.services, sid, time.time())
+                caller_of = admin_sessions.caller_of
+                scope[_ALIVE] = await threads.run(caller_of, self.services, sid, time.time())
             except KBError as err:
                 scope[_ALIVE] = err
         await self.app(scope, receive, send)
@@ -140,9 +143,10 @@ def _services(request: Request) -> Services:
     return services
 
 
-def require_admin(request: Request) -> None:
-    """Raises LoginRequired unless the session is a logged-in admin's that has not expired and was
-    not logged out (on any node: sessions live in the control store)."""
+def require_admin(request: Request) -> Caller:
+    """Who is signed in: the admin, or a person (whose role the services enforce). Raises
+    LoginRequired unless the session has not expired and was not logged out (on any node: sessions
+    live in the control store)."""
     s = request.session
     expires, sid = s.get("expires"), s.get("sid")
     if not isinstance(expires, int | float) or expires < time.time() or not isinstance(sid, str):
@@ -150,8 +154,15 @@ def require_admin(request: Request) -> None:
     alive = request.scope.get(_ALIVE)
     if isinstance(alive, KBError):
         raise alive  # the control store could not say (unreachable): an error page, not a login
-    if alive is not True:
+    if not isinstance(alive, Caller):
         raise LoginRequired(_here(request))
+    return alive
+
+
+def signed_in(request: Request) -> Caller | None:
+    """Who this session signs in, when `require_admin` let the request in (for the page header)."""
+    alive = request.scope.get(_ALIVE)
+    return alive if isinstance(alive, Caller) and "sid" in request.session else None
 
 
 def _here(request: Request) -> str:
@@ -175,10 +186,11 @@ def safe_next(value: str | None) -> str:
     return value
 
 
-def log_in(request: Request, lifetime: float) -> None:
-    """A fresh session (new id and CSRF token: nothing from before the login carries over)."""
+def log_in(request: Request, lifetime: float, person: str | None = None) -> None:
+    """A fresh session of `person` (None: the admin token's), with a new id and CSRF token:
+    nothing from before the login carries over."""
     expires = time.time() + lifetime
-    sid = admin_sessions.start(_services(request), expires)
+    sid = admin_sessions.start(_services(request), expires, person)
     request.session.clear()
     request.session.update({"sid": sid, "csrf": secrets.token_urlsafe(32), "expires": expires})
 
@@ -191,11 +203,13 @@ def log_out(request: Request) -> None:
 
 
 class LoginLimiter:
-    """A small delay after each failed login from an address, growing with the failures, and a cap.
+    """A small delay after each failed login, growing with the failures, and two caps.
 
-    After `cap` failures within `window` seconds the address is refused without checking the token
-    until the window passes. Every failure gets the same message. The failures are counted in the
-    control store, so the cap holds across processes and nodes.
+    After `cap` failures from an address within `window` seconds, or `account_cap` for one account
+    (email) from that address, the sign-in is refused without checking the password or token until
+    the window passes; an account's failures from other addresses never lock it out here. Every
+    failure gets the same message. The failures are counted in the control store, so the caps hold
+    across processes and nodes.
     """
 
     def __init__(
@@ -205,20 +219,29 @@ class LoginLimiter:
         window: float = 900.0,
         step: float = 0.5,
         longest: float = 5.0,
+        account_cap: int = 10,
     ) -> None:
         self.services = services
         self.cap, self.window, self.step, self.longest = cap, window, step, longest
+        self.account_cap = account_cap
 
-    async def blocked(self, address: str) -> bool:
-        failures = await threads.run(admin_sessions.login_failures, self.services, address, self.window)
-        return failures >= self.cap
+    async def blocked(self, address: str, account: str | None = None) -> bool:
+        return await threads.run(
+            admin_sessions.login_blocked,
+            self.services,
+            address,
+            account,
+            self.window,
+            self.cap,
+            self.account_cap,
+        )
 
-    async def failed(self, address: str) -> None:
-        count = await threads.run(admin_sessions.login_failed, self.services, address, self.window)
+    async def failed(self, address: str, account: str | None = None) -> None:
+        count = await threads.run(admin_sessions.login_failed, self.services, address, self.window, account)
         await anyio.sleep(min(self.longest, self.step * count))
 
-    async def succeeded(self, address: str) -> None:
-        await threads.run(admin_sessions.login_succeeded, self.services, address)
+    async def succeeded(self, address: str, account: str | None = None) -> None:
+        await threads.run(admin_sessions.login_succeeded, self.services, address, account)
 
 
 def matches(token: str, admin_token: str) -> bool:

@@ -4,7 +4,6 @@ of the kind is theirs) and changes nothing."""
 
 from __future__ import annotations
 
-import itertools
 import subprocess
 from collections.abc import Callable
 from typing import Any
@@ -13,50 +12,19 @@ import pytest
 from starlette.testclient import TestClient
 
 from kbserver.api.routes import ENDPOINTS
-from kbserver.core.model import Caller, WriteRequest
-from kbserver.services import Services, runs, writes
+from kbserver.services import Services
 from kbserver.services.auth import ADMIN
-from kbserver.services.models import ProposalAccepted
-from tests.helpers import git_fsck, make_agent, state
-from tests.people.conftest import ROLES
-
-_count = itertools.count()
+from tests.helpers import git_fsck, make_agent
+from tests.people.conftest import ROLES, allowed, count, new_agent, proposal, run_of, snapshot, write
 
 Setup = Callable[[Services, str], tuple[str, Any]]  # (services, slug) -> (path, JSON body or None)
-
-
-def _write(services: Services, slug: str) -> str:
-    """A new version of `slug` made by the admin: a file of its own."""
-    n = next(_count)
-    req = WriteRequest.model_validate(
-        {"files": [{"path": f"f{n}.md", "mode": "create", "content": f"{n}\n"}]}
-    )
-    out = writes.submit(services, ADMIN, slug, req)
-    return out.version  # type: ignore[union-attr]
-
-
-def _proposal(services: Services, slug: str) -> str:
-    """A pending proposal of agent `asker` to `slug`."""
-    asker = Caller(name="asker", links={"mine": "read_write_ask", "other": "read_write_ask"})
-    run = runs.start(services, asker, interactive=True)
-    n = next(_count)
-    req = WriteRequest.model_validate(
-        {"run_id": run.id, "files": [{"path": f"p{n}.md", "mode": "create", "content": "idea\n"}]}
-    )
-    out = writes.submit(services, asker, slug, req)
-    assert isinstance(out, ProposalAccepted)
-    return out.proposal.id
-
-
-def _run(services: Services, slug: str) -> str:
-    return runs.start(services, Caller(name="asker", links={"mine": "read_write_ask"}), ["mine"]).id
 
 
 # (method, route) -> how to make a valid call of it, and the rule: "read" (every person), "decide"
 # (owner, and a reviewer on their KB), "owner", or "agent" (runs: no person; 403, or 404 for a run).
 ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
     ("GET", "/kbs"): ("read", lambda s, k: ("/kbs", None)),
-    ("POST", "/kbs"): ("owner", lambda s, k: ("/kbs", {"slug": f"new-{next(_count)}"})),
+    ("POST", "/kbs"): ("owner", lambda s, k: ("/kbs", {"slug": f"new-{next(count)}"})),
     ("GET", "/kbs/{slug}"): ("read", lambda s, k: (f"/kbs/{k}", None)),
     ("GET", "/kbs/{slug}/files"): ("read", lambda s, k: (f"/kbs/{k}/files", None)),
     ("GET", "/kbs/{slug}/files/{path:path}"): ("read", lambda s, k: (f"/kbs/{k}/files/README.md", None)),
@@ -64,92 +32,68 @@ ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
         "decide",
         lambda s, k: (
             f"/kbs/{k}/write",
-            {"files": [{"path": f"w{next(_count)}.md", "mode": "create", "content": "x"}]},
+            {"files": [{"path": f"w{next(count)}.md", "mode": "create", "content": "x"}]},
         ),
     ),
     ("GET", "/kbs/{slug}/archive"): ("read", lambda s, k: (f"/kbs/{k}/archive", None)),
     ("GET", "/kbs/{slug}/versions"): ("read", lambda s, k: (f"/kbs/{k}/versions", None)),
     ("GET", "/kbs/{slug}/versions/{version}"): (
         "read",
-        lambda s, k: (f"/kbs/{k}/versions/{_write(s, k)}", None),
+        lambda s, k: (f"/kbs/{k}/versions/{write(s, k)}", None),
     ),
     ("POST", "/kbs/{slug}/revert"): (
         "decide",
-        lambda s, k: (f"/kbs/{k}/revert", {"version": (_write(s, k), _write(s, k))[0]}),
+        lambda s, k: (f"/kbs/{k}/revert", {"version": (write(s, k), write(s, k))[0]}),
     ),
     ("POST", "/kbs/{slug}/versions/{version}/undo"): (
         "decide",
-        lambda s, k: (f"/kbs/{k}/versions/{_write(s, k)}/undo", {}),
+        lambda s, k: (f"/kbs/{k}/versions/{write(s, k)}/undo", {}),
     ),
     ("GET", "/kbs/{slug}/review"): ("read", lambda s, k: (f"/kbs/{k}/review", None)),
-    ("POST", "/kbs/{slug}/review"): ("decide", lambda s, k: (f"/kbs/{k}/review", {"version": _write(s, k)})),
+    ("POST", "/kbs/{slug}/review"): ("decide", lambda s, k: (f"/kbs/{k}/review", {"version": write(s, k)})),
     ("GET", "/kbs/{slug}/search"): ("read", lambda s, k: (f"/kbs/{k}/search?q=kb", None)),
     ("GET", "/kbs/{slug}/index"): ("read", lambda s, k: (f"/kbs/{k}/index", None)),
     ("GET", "/kbs/{slug}/proposals"): ("read", lambda s, k: (f"/kbs/{k}/proposals", None)),
     ("GET", "/kbs/{slug}/proposals/{proposal}"): (
         "read",
-        lambda s, k: (f"/kbs/{k}/proposals/{_proposal(s, k)}", None),
+        lambda s, k: (f"/kbs/{k}/proposals/{proposal(s, k)}", None),
     ),
     ("POST", "/kbs/{slug}/proposals/{proposal}/approve"): (
         "decide",
-        lambda s, k: (f"/kbs/{k}/proposals/{_proposal(s, k)}/approve", None),
+        lambda s, k: (f"/kbs/{k}/proposals/{proposal(s, k)}/approve", None),
     ),
     ("POST", "/kbs/{slug}/proposals/{proposal}/reject"): (
         "decide",
-        lambda s, k: (f"/kbs/{k}/proposals/{_proposal(s, k)}/reject", {"reason": "no"}),
+        lambda s, k: (f"/kbs/{k}/proposals/{proposal(s, k)}/reject", {"reason": "no"}),
     ),
     ("POST", "/runs"): ("agent", lambda s, k: ("/runs", {})),
     ("GET", "/runs/{run}/kbs/{slug}/files"): (
         "agent",
-        lambda s, k: (f"/runs/{_run(s, k)}/kbs/mine/files", None),
+        lambda s, k: (f"/runs/{run_of(s, k)}/kbs/mine/files", None),
     ),
     ("GET", "/runs/{run}/kbs/{slug}/files/{path:path}"): (
         "agent",
-        lambda s, k: (f"/runs/{_run(s, k)}/kbs/mine/files/README.md", None),
+        lambda s, k: (f"/runs/{run_of(s, k)}/kbs/mine/files/README.md", None),
     ),
     ("GET", "/agents"): ("owner", lambda s, k: ("/agents", None)),
-    ("POST", "/agents"): ("owner", lambda s, k: ("/agents", {"name": f"made-{next(_count)}"})),
+    ("POST", "/agents"): ("owner", lambda s, k: ("/agents", {"name": f"made-{next(count)}"})),
     ("GET", "/agents/{name}"): ("owner", lambda s, k: ("/agents/asker", None)),
-    ("DELETE", "/agents/{name}"): ("owner", lambda s, k: (f"/agents/{_agent(s)}", None)),
-    ("POST", "/agents/{name}/token"): ("owner", lambda s, k: (f"/agents/{_agent(s)}/token", None)),
+    ("DELETE", "/agents/{name}"): ("owner", lambda s, k: (f"/agents/{new_agent(s)}", None)),
+    ("POST", "/agents/{name}/token"): ("owner", lambda s, k: (f"/agents/{new_agent(s)}/token", None)),
     ("GET", "/agents/{name}/links"): ("owner", lambda s, k: ("/agents/asker/links", None)),
     ("POST", "/agents/{name}/links"): (
         "owner",
-        lambda s, k: (f"/agents/{_agent(s)}/links", {"kb": k, "permission": "read"}),
+        lambda s, k: (f"/agents/{new_agent(s)}/links", {"kb": k, "permission": "read"}),
     ),
     ("DELETE", "/agents/{name}/links/{slug}"): (
         "owner",
-        lambda s, k: (f"/agents/{_agent(s, k)}/links/{k}", None),
+        lambda s, k: (f"/agents/{new_agent(s, k)}/links/{k}", None),
     ),
 }
 
 
-def _agent(services: Services, linked: str | None = None) -> str:
-    name = f"a{next(_count)}"
-    make_agent(services, name, {linked: "read"} if linked else {})
-    return name
-
-
-def allowed(rule: str, role: str, slug: str) -> bool:
-    if rule == "read":
-        return True
-    if rule == "decide":
-        return role == "owner" or (role == "reviewer" and slug == "mine")
-    if rule == "owner":
-        return role == "owner"
-    return False  # runs belong to agents
-
-
 def test_the_matrix_names_every_api_route() -> None:
     assert set(ROUTES) == {(e.method, e.path) for e in ENDPOINTS}
-
-
-def _snapshot(services: Services) -> tuple[object, ...]:
-    control = services.control
-    agents = [(a.name, sorted(a.links.items())) for a in control.agents()]
-    pending = [sorted((p.id, p.status) for p in control.proposals(s, None)) for s in ("mine", "other")]
-    marks = [control.reviewed(s) for s in ("mine", "other")]
-    return state(services, "mine"), state(services, "other"), agents, pending, marks, services.repos.slugs()
 
 
 @pytest.mark.parametrize("role", ROLES)
@@ -162,7 +106,7 @@ def test_every_api_route_answers_each_role_by_its_rules(
     for (method, route), (rule, setup) in ROUTES.items():
         for slug in ("mine", "other") if "{slug}" in route else ("mine",):
             path, body = setup(services, slug)
-            before = _snapshot(services)
+            before = snapshot(services)
             r = client.request(method, "/api/v1" + path, json=body, headers=headers)
             where = f"{role} {method} {path}: {r.status_code} {r.text[:300]}"
             if allowed(rule, role, slug):
@@ -171,7 +115,7 @@ def test_every_api_route_answers_each_role_by_its_rules(
                 expected = 404 if route.startswith("/runs/") else 403
                 assert r.status_code == expected, where
                 assert r.json()["error"]["code"] == ("not_found" if expected == 404 else "forbidden"), where
-                assert _snapshot(services) == before, where  # nothing changed
+                assert snapshot(services) == before, where  # nothing changed
             checked += 1
     assert checked > len(ROUTES)
     for slug in ("mine", "other"):
@@ -183,7 +127,7 @@ def test_a_persons_versions_and_decisions_name_them(
 ) -> None:
     make_agent(services, "asker", {"mine": "read_write_ask"})
     rita = persons["reviewer"]
-    pid = _proposal(services, "mine")
+    pid = proposal(services, "mine")
     r = client.post(f"/api/v1/kbs/mine/proposals/{pid}/approve", headers=rita)
     assert r.status_code == 200, r.text
     approved = r.json()["version"]
@@ -196,7 +140,7 @@ def test_a_persons_versions_and_decisions_name_them(
     edit = r.json()["version"]
     undo = client.post(f"/api/v1/kbs/mine/versions/{edit}/undo", json={}, headers=rita).json()["version"]
     revert = client.post("/api/v1/kbs/mine/revert", json={"version": edit}, headers=rita).json()["version"]
-    rejected = _proposal(services, "mine")
+    rejected = proposal(services, "mine")
     assert (
         client.post(f"/api/v1/kbs/mine/proposals/{rejected}/reject", json={}, headers=rita).status_code == 200
     )
