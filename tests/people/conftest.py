@@ -12,6 +12,7 @@ from kbserver.services import Services, kbs, people, runs, writes
 from kbserver.services.auth import ADMIN
 from kbserver.services.models import ProposalAccepted
 from tests.helpers import make_agent, state
+from tests.web.live import api, browser, server, tab  # noqa: F401  (browser fixtures)
 
 PASSWORD = "correct horse battery"
 ROLES = ("owner", "reviewer", "viewer")
