@@ -167,7 +167,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
     ),
     ("POST", "/kbs/{slug}/versions/{version}/revert"): (
         "decide",
-        lambda s, k: (f"/kbs/{k}/versions/{(write(s, k), write(s, k))[0]}/revert", {}),
+        lambda s, k: (f"/kbs/{k}/versions/{(write(s, k), write(s, k))[0]}/revert", {"confirm": "yes"}),
     ),
     ("POST", "/kbs/{slug}/versions/{version}/undo"): (
         "decide",
