@@ -7,9 +7,9 @@ import itertools
 
 import pytest
 
-from kbserver.core.model import Caller, WriteRequest
+from kbserver.core.model import WriteRequest
 from kbserver.services import Services, kbs, people, runs, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
 from tests.helpers import make_agent, state
 from tests.web.live import api, browser, server, tab  # noqa: F401  (browser fixtures)
@@ -53,7 +53,7 @@ def write(services: Services, slug: str) -> str:
 
 def proposal(services: Services, slug: str) -> str:
     """A pending proposal of agent `asker` to `slug`."""
-    asker = Caller(name="asker", links={"mine": "read_write_ask", "other": "read_write_ask"})
+    asker = caller_for(services, "asker")
     run = runs.start(services, asker, interactive=True)
     n = next(count)
     req = WriteRequest.model_validate(
@@ -65,7 +65,7 @@ def proposal(services: Services, slug: str) -> str:
 
 
 def run_of(services: Services, slug: str) -> str:
-    return runs.start(services, Caller(name="asker", links={"mine": "read_write_ask"}), ["mine"]).id
+    return runs.start(services, caller_for(services, "asker"), ["mine"]).id
 
 
 def new_agent(services: Services, linked: str | None = None) -> str:
