@@ -30,6 +30,7 @@ from kbserver.services import kbs as kbs_service
 from kbserver.services.auth import ADMIN
 from kbserver.services.metrics import VersionCounter
 from kbserver.web import admin_app
+from kbserver.web.oidc import OidcConfig
 from kbserver.wiring import open_services
 
 __all__ = ["bootstrap", "create_app", "sample_folder"]
@@ -37,6 +38,20 @@ __all__ = ["bootstrap", "create_app", "sample_folder"]
 log = logging.getLogger("kbserver")
 
 BOOTSTRAP_WAIT_SECONDS = 120.0  # another process importing the sample on the same empty folder
+
+
+def _sso(settings: Settings) -> OidcConfig | None:
+    """Single sign-on's provider and client, when KBSERVER_OIDC_ISSUER is set."""
+    if settings.oidc_issuer is None or settings.oidc_client_id is None:
+        return None
+    secret = settings.oidc_client_secret.get_secret_value() if settings.oidc_client_secret else None
+    return OidcConfig(
+        issuer=settings.oidc_issuer,
+        client_id=settings.oidc_client_id,
+        client_secret=secret,
+        redirect_uri=settings.public() + "/admin/oidc/callback",
+        allowed_domains=list(settings.oidc_allowed_domains),
+    )
 
 
 def sample_folder() -> Path | None:
@@ -136,7 +151,9 @@ def create_app(
         Route("/openapi.json", openapi_json, methods=["GET"]),
         Mount("/api/v1", routes=api_routes()),
         Mount("/git", app=git_app(svc, token, git=shutil.which("git"))),
-        Mount("/admin", app=admin_app(svc, token, secure_cookies=settings.secure_cookies)),
+        Mount(
+            "/admin", app=admin_app(svc, token, secure_cookies=settings.secure_cookies, sso=_sso(settings))
+        ),
         mcp_route,
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)

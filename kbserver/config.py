@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import secrets
 import tempfile
 import time
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
@@ -22,9 +33,18 @@ __all__ = ["ENV_PREFIX", "Settings", "admin_token"]
 
 ENV_PREFIX = "KBSERVER_"
 
-_SECRETS = frozenset({"admin_token", "metrics_token", "control_url"})
+_SECRETS = frozenset({"admin_token", "metrics_token", "control_url", "oidc_client_secret"})
 
 LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Settings(BaseModel):
@@ -144,6 +164,24 @@ class Settings(BaseModel):
         description="postgresql://USER[:PASSWORD]@HOST[:PORT]/DB: the PostgreSQL control store several "
         "nodes share (unset: DATA/control.db, SQLite)",
     )
+    public_url: str | None = Field(
+        default=None,
+        description="the URL people and clients use (redirect URIs, links); default http://HOST:PORT",
+    )
+    oidc_issuer: str | None = Field(
+        default=None,
+        description="single sign-on: the OpenID Connect issuer (discovery at "
+        "/.well-known/openid-configuration); https, or http on a loopback host only",
+    )
+    oidc_client_id: str | None = Field(default=None, description="single sign-on: this server's client id")
+    oidc_client_secret: SecretStr | None = Field(
+        default=None, description="single sign-on: this server's client secret (never printed)"
+    )
+    oidc_allowed_domains: list[str] = Field(
+        default_factory=list,
+        description="single sign-on: email domains whose verified addresses sign in as new viewers "
+        "(comma-separated); others only as people created beforehand",
+    )
 
     @field_validator("control_url")
     @classmethod
@@ -151,6 +189,28 @@ class Settings(BaseModel):
         if value is not None and not value.get_secret_value().startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql://USER@HOST/DB URL")
         return value
+
+    @field_validator("public_url", "oidc_issuer")
+    @classmethod
+    def _url(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError("must be an http(s)://HOST[:PORT][/PATH] URL")
+        if info.field_name == "oidc_issuer" and parts.scheme == "http" and not _loopback(parts.hostname):
+            raise ValueError("must be https (http only on a loopback host, for tests)")
+        return value.rstrip("/")
+
+    @model_validator(mode="after")
+    def _oidc_complete(self) -> Settings:
+        if self.oidc_issuer and not self.oidc_client_id:
+            raise ValueError("KBSERVER_OIDC_ISSUER needs KBSERVER_OIDC_CLIENT_ID (and usually its secret)")
+        return self
+
+    def public(self) -> str:
+        """The URL people and clients use: `public_url`, else http://HOST:PORT."""
+        return self.public_url or f"http://{self.host}:{self.port}"
 
     @field_validator("embedder")
     @classmethod

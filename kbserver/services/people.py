@@ -30,6 +30,7 @@ __all__ = [
     "render",
     "rotate",
     "set_password",
+    "sso_person",
 ]
 
 MIN_PASSWORD = 8
@@ -160,3 +161,37 @@ def check_password(services: Services, email: str, password: str) -> PersonRow |
     if _HASHER.check_needs_rehash(stored):
         services.control.set_person_password(row.name, _HASHER.hash(password))
     return row
+
+
+def sso_person(services: Services, claims: dict[str, object], allowed_domains: list[str]) -> PersonRow:
+    """The person an OpenID Connect sign-in is: matched by verified email to a person created
+    beforehand, else, for an email in `allowed_domains`, a new viewer named after it.
+
+    Raises Forbidden for an unverified email, or an unknown one outside the allowed domains.
+    """
+    email = claims.get("email")
+    verified = claims.get("email_verified")
+    if not isinstance(email, str) or not _EMAIL.match(email.strip()) or verified not in (True, "true"):
+        raise Forbidden(
+            "the identity provider did not vouch for an email address; sign-in needs a verified email"
+        )
+    row = services.control.person_by_email(email)
+    if row is not None:
+        return row
+    domain = email.strip().rsplit("@", 1)[1].lower()
+    if domain not in {d.strip().lower().lstrip("@") for d in allowed_domains if d.strip()}:
+        raise Forbidden(
+            f"no person has the email {email.strip()}; ask an owner to create you "
+            "(kbserver person create NAME --email EMAIL --role ...)"
+        )
+    base = re.sub(r"[^a-z0-9_-]+", "-", email.strip().split("@", 1)[0].lower()).strip("-_")[:50] or "person"
+    for n in range(1, 1000):
+        name = base if n == 1 else f"{base}-{n}"
+        if services.control.add_person(name, email, "viewer", (), None):
+            found = services.control.person(name)
+            if found is not None:
+                return found
+        taken = services.control.person_by_email(email)  # signed in twice at once: the other made it
+        if taken is not None:
+            return taken
+    raise AlreadyExists(f"no free person name for {email.strip()}; ask an owner to create you")

@@ -23,13 +23,17 @@ FAILED_PERSON = (
 )
 
 
+def _sso(request: Request) -> bool:
+    return request.app.state.oidc is not None
+
+
 def _address(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
 async def login_page(request: Request) -> Response:
     next_url = safe_next(request.query_params.get("next"))
-    return render(request, "login.html", next=next_url, error=None, email="")
+    return render(request, "login.html", next=next_url, error=None, email="", sso=_sso(request))
 
 
 async def login(request: Request) -> Response:
@@ -51,14 +55,16 @@ async def login(request: Request) -> Response:
                 return see_other(next_url)
         await limiter.failed(address, email)
         log.warning("failed sign-in with a password from %s", address)  # never the password
-        return render(request, "login.html", 401, next=next_url, error=FAILED_PERSON, email=email)
+        return render(
+            request, "login.html", 401, next=next_url, error=FAILED_PERSON, email=email, sso=_sso(request)
+        )
     if token and not await limiter.blocked(address) and matches(token, request.app.state.admin_token):
         await limiter.succeeded(address)
         await threads.run(log_in, request, lifetime)
         return see_other(next_url)
     await limiter.failed(address)
     log.warning("failed admin login from %s", address)  # never the token
-    return render(request, "login.html", 401, next=next_url, error=FAILED, email="")
+    return render(request, "login.html", 401, next=next_url, error=FAILED, email="", sso=_sso(request))
 
 
 async def logout(request: Request) -> Response:

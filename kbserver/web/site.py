@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.services import Services
-from kbserver.web import agents, browse, edit, glance, history, inbox, login, proposals
+from kbserver.web import agents, browse, edit, glance, history, inbox, login, oidc, proposals
 from kbserver.web.page import render, see_other
 from kbserver.web.session import (
     LoginLimiter,
@@ -71,16 +71,20 @@ def admin_app(
     session_seconds: int = SESSION_SECONDS,
     *,
     secure_cookies: bool = False,
+    sso: oidc.OidcConfig | None = None,
 ) -> Starlette:
     """The web admin for `services`; login with `admin_token`; sessions last `session_seconds`.
 
     The session cookie is `Secure` on HTTPS requests, and on every request with `secure_cookies`.
+    With `sso`, people may also sign in through that OpenID Connect provider.
     """
     routes = [
         Route("/", browse.kb_list, methods=["GET"]),
         Route("/login", login.login_page, methods=["GET"]),
         Route("/login", login.login, methods=["POST"]),
         Route("/logout", login.logout, methods=["POST"]),
+        Route("/oidc/start", oidc.start, methods=["GET"]),
+        Route("/oidc/callback", oidc.callback, methods=["GET"]),
         Route("/agents", agents.agents_page, methods=["GET"]),
         Route("/agents", agents.create, methods=["POST"]),
         Route("/agents/{name}/token", agents.rotate, methods=["POST"]),
@@ -131,4 +135,5 @@ def admin_app(
     app.state.admin_token = admin_token
     app.state.session_seconds = session_seconds
     app.state.login_limiter = LoginLimiter(services)
+    app.state.oidc = oidc.Oidc(sso, session_secret(admin_token)) if sso is not None else None
     return app

@@ -185,7 +185,13 @@ ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
         lambda s, k: (f"/kbs/{k}/proposals/{proposal(s, k)}/reject", {"reason": "no"}),
     ),
 }
-SIGN_IN = {("GET", "/login"), ("POST", "/login"), ("POST", "/logout")}  # tested above, for everyone
+SIGN_IN = {  # tested above and in test_sso.py, for everyone
+    ("GET", "/login"),
+    ("POST", "/login"),
+    ("POST", "/logout"),
+    ("GET", "/oidc/start"),
+    ("GET", "/oidc/callback"),
+}
 
 
 def test_the_matrix_names_every_admin_route(client: TestClient) -> None:
