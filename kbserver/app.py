@@ -49,7 +49,7 @@ def _sso(settings: Settings) -> OidcConfig | None:
         issuer=settings.oidc_issuer,
         client_id=settings.oidc_client_id,
         client_secret=secret,
-        redirect_uri=settings.public() + "/admin/oidc/callback",
+        redirect_uri=settings.public + "/admin/oidc/callback",
         allowed_domains=list(settings.oidc_allowed_domains),
     )
 

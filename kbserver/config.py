@@ -17,7 +17,6 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -166,7 +165,8 @@ class Settings(BaseModel):
     )
     public_url: str | None = Field(
         default=None,
-        description="the URL people and clients use (redirect URIs, links); default http://HOST:PORT",
+        description="the URL people and MCP clients use to reach this server (links, the OAuth issuer, "
+        "`{public URL}/mcp` as the OAuth resource), e.g. https://kb.example.com; default http://HOST:PORT",
     )
     oidc_issuer: str | None = Field(
         default=None,
@@ -190,15 +190,32 @@ class Settings(BaseModel):
             raise ValueError("must be a postgresql://USER@HOST/DB URL")
         return value
 
-    @field_validator("public_url", "oidc_issuer")
+    @field_validator("public_url")
     @classmethod
-    def _url(cls, value: str | None, info: ValidationInfo) -> str | None:
+    def _origin(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        value = value.strip().rstrip("/")
+        parts = urlsplit(value)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path
+            or parts.query
+            or parts.fragment
+        ):
+            raise ValueError("must be http(s)://HOST[:PORT], without a path")
+        return value
+
+    @field_validator("oidc_issuer")
+    @classmethod
+    def _issuer(cls, value: str | None) -> str | None:
         if value is None:
             return None
         parts = urlsplit(value)
         if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
             raise ValueError("must be an http(s)://HOST[:PORT][/PATH] URL")
-        if info.field_name == "oidc_issuer" and parts.scheme == "http" and not _loopback(parts.hostname):
+        if parts.scheme == "http" and not _loopback(parts.hostname):
             raise ValueError("must be https (http only on a loopback host, for tests)")
         return value.rstrip("/")
 
@@ -208,9 +225,13 @@ class Settings(BaseModel):
             raise ValueError("KBSERVER_OIDC_ISSUER needs KBSERVER_OIDC_CLIENT_ID (and usually its secret)")
         return self
 
+    @property
     def public(self) -> str:
-        """The URL people and clients use: `public_url`, else http://HOST:PORT."""
-        return self.public_url or f"http://{self.host}:{self.port}"
+        """The public URL: `public_url`, or http://HOST:PORT."""
+        if self.public_url:
+            return self.public_url
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
 
     @field_validator("embedder")
     @classmethod
