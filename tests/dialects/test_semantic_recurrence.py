@@ -149,3 +149,49 @@ def test_the_anchored_rule_has_the_same_next_occurrence_as_the_whole_rule(
 
     whole = rrulestr(rule, dtstart=first).after(now, inc=True)
     assert anchored(rule, first, now).after(now, inc=True) == whole, (rule, remind_at, offset, now)
+
+
+@contextmanager
+def occurrences_made() -> Iterator[list[int]]:
+    """Count the candidate occurrences dateutil makes (one datetime.combine each) while the block runs."""
+    count = [0]
+
+    def profile(frame: FrameType, event: str, arg: Any) -> Callable[..., Any] | None:
+        if event == "c_call" and getattr(arg, "__name__", "") == "combine":
+            count[0] += 1
+        return None
+
+    sys.setprofile(profile)
+    try:
+        yield count
+    finally:
+        sys.setprofile(None)
+
+
+EVERY = ",".join(str(n) for n in range(24)), ",".join(str(n) for n in range(60))
+EVERY_SECOND = f"FREQ=DAILY;BYHOUR={EVERY[0]};BYMINUTE={EVERY[1]};BYSECOND={EVERY[1]}"
+EVERY_MINUTE = f"FREQ=DAILY;BYHOUR={EVERY[0]};BYMINUTE={EVERY[1]}"
+
+
+def test_a_rule_finer_than_a_minute_is_refused_before_any_occurrence_is_made() -> None:
+    """40 rules of every second made each list_due_memories step through 86,400 occurrences a rule
+    (6-10 s) and a session start 9-11 s; such a rule is refused, and one written by hand is no reminder."""
+    with occurrences_made() as count:
+        with pytest.raises(InvalidRequest) as refused:
+            check_recurrence(EVERY_SECOND, "2026-11-30T00:00:00Z")
+        assert "once a minute" in refused.value.message
+        hand_written = [
+            _memory(f"2026-11-{d:02d}T00:00:00Z", f"RRULE:{EVERY_SECOND}") for d in range(1, 29)
+        ] + [_memory("2026-11-30T00:00:00Z", "FREQ=WEEKLY;BYSECOND=0,30")] * 12
+        assert [next_due(m, NOW) for m in hand_written] == [None] * 40
+    assert count[0] == 0
+    assert check_recurrence("FREQ=DAILY;BYSECOND=30", "2026-11-30T00:00:00Z")  # one second: fine
+
+
+def test_forty_rules_of_every_minute_make_at_most_a_day_of_occurrences_each() -> None:
+    rules = [_memory(f"2026-11-{d:02d}T00:00:00Z", EVERY_MINUTE) for d in range(1, 29)]
+    rules += [_memory(f"2026-10-{d:02d}T00:00:00Z", EVERY_MINUTE) for d in range(1, 13)]
+    with occurrences_made() as count:
+        due = [next_due(m, NOW + datetime.timedelta(seconds=17)) for m in rules]
+    assert set(due) == {datetime.datetime(2026, 12, 1, 12, 1, tzinfo=UTC)}
+    assert count[0] <= 40 * (24 * 60 + 60)  # from the day's start to now, plus the five-year check
