@@ -13,6 +13,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from kbserver.core.errors import InvalidRequest, TooLarge
+from kbserver.core.inputs import check_input
 from kbserver.core.model import Caller
 from kbserver.services import Services
 from kbserver.services.auth import authenticate
@@ -136,6 +137,7 @@ async def optional_body(request: Request, model: type[M]) -> M:
 def _validate(data: object, model: type[M]) -> M:
     if not isinstance(data, dict):
         raise InvalidRequest("the request body must be a JSON object")
+    check_input(data)  # NUL and lone surrogates, in any field, before any store sees them
     try:
         return model.model_validate(data)
     except ValidationError as err:
@@ -150,6 +152,7 @@ def query(request: Request, model: type[M]) -> M:
     repeated = [k for k in params if len(params.getlist(k)) > 1]
     if repeated:
         raise InvalidRequest(f"query parameter {repeated[0]} is given more than once")
+    check_input(dict(params))
     try:
         return model.model_validate(dict(params))
     except ValidationError as err:

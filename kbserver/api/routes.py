@@ -12,6 +12,7 @@ from starlette.routing import Route
 
 from kbserver.api import schemas as s
 from kbserver.api.http import body, call, caller, optional_body, query, respond, services_of
+from kbserver.core.inputs import check_input
 from kbserver.services import (
     agents,
     files,
@@ -387,6 +388,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 
 def _by_method(handlers: dict[str, Handler]) -> Handler:
     async def dispatch(request: Request) -> Response:
+        check_input(dict(request.path_params))  # run ids, proposal ids, names: before any store
         method = "GET" if request.method == "HEAD" else request.method
         return await handlers[method](request)
 

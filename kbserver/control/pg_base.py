@@ -21,7 +21,8 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from kbserver.control.pg_migrations import applied_postgres, migrate_postgres
 from kbserver.control.pg_watch import CONNECT_SECONDS, Watchdog, connection_kwargs
-from kbserver.core.errors import Busy, Unavailable
+from kbserver.core.errors import Busy, InvalidRequest, Unavailable
+from kbserver.core.inputs import UNSTORABLE
 
 __all__ = ["FAILING_SECONDS", "TX_SECONDS", "Conn", "PostgresBase", "safe_url"]
 
@@ -129,6 +130,8 @@ class PostgresBase:
             raise self._unreachable(
                 TimeoutError(f"no answer within {budget:.0f} s") if cut else err
             ) from None
+        except (psycopg.DataError, UnicodeEncodeError):  # NUL, a lone surrogate: what no edge let by
+            raise InvalidRequest(UNSTORABLE) from None
         finally:
             if conn is not None:
                 self._pool.putconn(conn)

@@ -17,7 +17,8 @@ from kbserver.control.rows import (
     access_row,
 )
 from kbserver.control.sql import SqlStore
-from kbserver.core.errors import Busy
+from kbserver.core.errors import Busy, InvalidRequest
+from kbserver.core.inputs import UNSTORABLE
 
 __all__ = ["BUSY_SECONDS", "SqliteControlStore"]
 
@@ -32,6 +33,8 @@ def _busy_is_busy() -> Iterator[None]:
     """SQLite's `database is locked` (another process's transaction outlasted BUSY_SECONDS) as Busy."""
     try:
         yield
+    except UnicodeEncodeError:  # a lone surrogate, which no edge let by: SQLite cannot encode it
+        raise InvalidRequest(UNSTORABLE) from None
     except sqlite3.OperationalError as err:
         text = str(err)
         if "locked" not in text and "busy" not in text:

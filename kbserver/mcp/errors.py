@@ -14,6 +14,7 @@ from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 from pydantic import BaseModel, ValidationError
 
 from kbserver.core.errors import InvalidRequest, KBError
+from kbserver.core.inputs import check_input
 
 __all__ = ["KBTool", "error_result", "ok_result", "resource_error"]
 
@@ -56,6 +57,10 @@ class KBTool(Tool):
     arguments the input schema rejects (`invalid_request`). Anything else is a bug: logged, `internal`."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            check_input(arguments)  # NUL and lone surrogates, in any argument, before any store sees them
+        except InvalidRequest as err:
+            return error_result(err)
         try:
             return await super().run(arguments, context, convert_result=convert_result)
         except ToolError as exc:  # the SDK wraps what the body raised; __cause__ is the original

@@ -5,7 +5,8 @@ fuzzing and stateful sequences through the links it infers), sends them to `kbse
 loopback port and checks every response: no 5xx, status codes, content types, headers (`Allow` on
 405), response schemas, that schema-violating requests are refused and schema-valid ones accepted
 (tests/api/schemathesis.toml lists the business rules a schema cannot state). The seed is fixed and
-the examples bounded (a few hundred cases per token), so the run is reproducible.
+the examples bounded (a few hundred cases per token), so the run is reproducible. It runs on both
+control stores; on PostgreSQL with fewer examples (each case costs round trips to the database).
 """
 
 from __future__ import annotations
@@ -40,17 +41,27 @@ def _agent_token(live: LiveServer) -> str:
     return str(created.json()["token"])
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store(request: pytest.FixtureRequest) -> str:
+    """The control store of the run: SQLite, or PostgreSQL (a fresh database: its URL)."""
+    return str(request.getfixturevalue("postgres_url")) if request.param == "postgres" else "sqlite"
+
+
 @pytest.fixture
-def quiet_live(tmp_path: Path) -> Iterator[LiveServer]:
+def quiet_live(tmp_path: Path, store: str) -> Iterator[LiveServer]:
     """The live server without access logs: hundreds of lines would fill its stdout pipe."""
-    server = LiveServer(tmp_path / "live", env={"KBSERVER_LOG_LEVEL": "WARNING"}).start()
+    env = {"KBSERVER_LOG_LEVEL": "WARNING"}
+    if store != "sqlite":
+        env["KBSERVER_CONTROL_URL"] = store
+    server = LiveServer(tmp_path / "live", env=env).start()
     yield server
     server.stop()
 
 
 @pytest.mark.parametrize("who", ["admin", "agent"])
-def test_schemathesis_all_checks(quiet_live: LiveServer, tmp_path: Path, who: str) -> None:
+def test_schemathesis_all_checks(quiet_live: LiveServer, tmp_path: Path, who: str, store: str) -> None:
     live = quiet_live
+    examples = "4" if store == "sqlite" else "2"
     token = ADMIN_TOKEN if who == "admin" else _agent_token(live)
     proc = subprocess.run(
         [
@@ -65,7 +76,7 @@ def test_schemathesis_all_checks(quiet_live: LiveServer, tmp_path: Path, who: st
             "--checks",
             "all",
             "--max-examples",
-            "4",
+            examples,
             "--phases",
             PHASES[who],
             "--seed",
