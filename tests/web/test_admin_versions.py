@@ -35,6 +35,7 @@ def test_short_ids_work_in_addresses_and_forms(admin_tab: Tab, api: Api) -> None
     before = api.head(slug)
     admin_tab.go(f"/admin/kbs/{slug}/versions/{one[:7]}")
     admin_tab.button("Revert").click()
+    admin_tab.button("Revert 1 file").click()  # it asks first
     page.wait_for_url(re.compile(r".*/versions/[0-9a-f]{40}$"))
     assert api.head(slug) != before and api.content(slug, "a.md") == "one\n"
 
