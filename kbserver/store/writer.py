@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import fcntl
-import glob
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
 from dulwich.file import FileLocked, GitFile
@@ -26,6 +24,7 @@ from dulwich.refs import DiskRefsContainer, Ref
 from kbserver.core.errors import AlreadyExists, Busy, InvalidRequest, KBError
 from kbserver.core.paths import parent_dirs
 from kbserver.store.durable import fsync_path, sync_files
+from kbserver.store.locks import LOCK_STALE_SECONDS, StaleWatch, busy, kb_lock, recover_locks, remove_if_same
 from kbserver.store.packing import Packer
 from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
 from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
@@ -87,84 +86,6 @@ class _Pending:
         self.wake.set()
 
 
-def _busy(repo_path: str, wait: float) -> Busy:
-    name = os.path.basename(repo_path).removesuffix(".git")
-    return Busy(
-        f"KB {name} is busy: another write held it for more than {wait:g} s; retry in a moment",
-        retry_after=max(1, min(5, round(wait))),
-    )
-
-
-@contextmanager
-def kb_lock(repo_path: str, wait: float | None = None) -> Iterator[None]:
-    """Hold the KB's cross-process writer lock (`kbserver.lock`); the kernel drops it if we die.
-
-    With `wait`, raises Busy when the lock is not ours within that many seconds.
-    """
-    fd = os.open(os.path.join(repo_path, "kbserver.lock"), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        if wait is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        else:
-            _flock_within(fd, wait, repo_path)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-    finally:
-        os.close(fd)
-
-
-def _flock_within(fd: int, wait: float, repo_path: str) -> None:
-    """flock(2) has no timeout: a helper thread blocks in it (the kernel wakes it when the lock
-    frees, no polling) while the caller waits at most `wait`. The helper locks through a dup of
-    `fd` (the same open file, so the same lock); a helper whose caller gave up unlocks at once."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        pass
-    helper_fd = os.dup(fd)
-    got = threading.Event()
-    guard = threading.Lock()
-    abandoned = [False]
-
-    def take() -> None:
-        try:
-            fcntl.flock(helper_fd, fcntl.LOCK_EX)
-            with guard:
-                if abandoned[0]:
-                    fcntl.flock(helper_fd, fcntl.LOCK_UN)
-                else:
-                    got.set()
-        finally:
-            os.close(helper_fd)  # the caller's `fd` keeps the open file (and its lock)
-
-    threading.Thread(target=take, name="kbserver-flock", daemon=True).start()
-    if got.wait(wait):
-        return
-    with guard:
-        if got.is_set():
-            return
-        abandoned[0] = True
-    raise _busy(repo_path, wait)
-
-
-def recover_locks(repo_path: str) -> list[str]:
-    """Remove `*.lock` files that a crashed writer left behind. Call only while holding the flock."""
-    removed = []
-    patterns = ("refs/**/*.lock", "objects/**/*.lock", "*.lock")
-    for pattern in patterns:
-        for lock in glob.glob(os.path.join(repo_path, pattern), recursive=True):
-            if os.path.basename(lock) == "kbserver.lock":
-                continue
-            os.remove(lock)
-            removed.append(lock)
-    if removed:
-        log.warning("removed stale lock files: %s", removed)
-    return removed
-
-
 class Writer:
     """Serialises the writes of one KB, within the process and across processes.
 
@@ -223,7 +144,7 @@ class Writer:
             with self._mutex:
                 if pending in self._queue and not pending.leads:  # still waiting its turn: give up
                     self._queue.remove(pending)
-                    raise _busy(self._repo.path, self._wait)
+                    raise busy(self._repo.path, self._wait)
             deadline = None  # in a batch already: it ends within the lock's own bound
         if pending.error is not None:
             raise pending.error
@@ -315,7 +236,7 @@ class Writer:
                 assert tip is not None
                 if not self._move_main(head, tip, written):
                     if time.monotonic() > deadline:
-                        raise _busy(self._repo.path, self._wait)
+                        raise busy(self._repo.path, self._wait)
                     time.sleep(0.01)
                     continue  # another process moved main: re-apply the batch on its head
             for p, outcome, failure in outcomes:
@@ -375,7 +296,10 @@ class Writer:
 
     def _move_main(self, old: str | None, new: str, written: list[bytes]) -> bool:
         """Compare-and-swap main from `old` to `new`, making the `written` objects durable first."""
-        for attempt in range(2):
+        ref_lock = os.path.join(self._repo.path, MAIN.decode()) + ".lock"
+        deadline = time.monotonic() + self._wait
+        stale = StaleWatch(ref_lock)
+        while True:
             try:
                 if old is None:  # the first version
                     if self._fsync:
@@ -384,16 +308,25 @@ class Writer:
                 else:
                     ok = self._swap(old, new, written)
             except FileLocked:
-                # We hold the flock, so no kbserver writer holds the ref lock: it is stale (a crash)
-                # or C git is writing. Remove stale locks once, then report contention.
-                if attempt == 0:
-                    recover_locks(self._repo.path)
-                    continue
-                return False
+                # Another program holds main.lock (C git, or a writer whose flock was lost): never
+                # remove it while it lives (its rename would fail: 1-5 of 300 racing writes did).
+                # Wait for it to go; only one left unchanged for LOCK_STALE_SECONDS is a crash's.
+                if stale.stale():
+                    log.warning(
+                        "KB %s: removing %s, unchanged for %g s (left by a crash)",
+                        self._repo.path,
+                        ref_lock,
+                        LOCK_STALE_SECONDS,
+                    )
+                    remove_if_same(ref_lock, stale.seen)
+                elif time.monotonic() > deadline:
+                    return False
+                else:
+                    time.sleep(0.01)
+                continue
             if ok and self._fsync:  # the ref file is durable; its rename needs its folder
                 self._sync_ref()
             return bool(ok)
-        return False
 
     def _swap(self, old: str, new: str, written: list[bytes]) -> bool:
         """dulwich's `set_if_equals` for main, but with one flush for the objects and the new ref.
