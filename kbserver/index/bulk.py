@@ -17,6 +17,7 @@ from typing import Any
 from whoosh.writing import SegmentWriter
 
 from kbserver.index import private
+from kbserver.index.codec import CODEC
 
 __all__ = ["BulkWriter"]
 
@@ -47,7 +48,7 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
     """A SegmentWriter for a new, empty index (no deletions, no merges), as `ix.writer()` gives."""
 
     def __init__(self, ix: Any) -> None:
-        super().__init__(ix)
+        super().__init__(ix, codec=CODEC)
         whooshs: Any = self.pool
         whooshs.cleanup()
         self.pool: Any = _TermPool()

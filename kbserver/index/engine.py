@@ -20,6 +20,7 @@ from whoosh.reading import SegmentReader
 
 from kbserver.index.arrays import collect_arrays, doc_ids
 from kbserver.index.bulk import BulkWriter
+from kbserver.index.codec import CODEC
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
 from kbserver.index.lengths import install as _install_lengths
@@ -296,7 +297,7 @@ class SearchIndex:
             if storage is not None:
                 storage.scratch_in_memory = small
             try:
-                writer = ix.writer(timeout=self._lock_timeout)
+                writer = ix.writer(timeout=self._lock_timeout, codec=CODEC)
                 generation = self._update(writer, version, docs, deletes, upserts, fence)
                 assert self._writer_ix is not None
                 self._written = (self._writer_ix[0], generation, version)
@@ -353,7 +354,7 @@ class SearchIndex:
         if self._closed or self._unmerged == 0:
             return False
         with self._folder.write_lock(self._lock_timeout):
-            writer = self._write_index().writer(timeout=self._lock_timeout)
+            writer = self._write_index().writer(timeout=self._lock_timeout, codec=CODEC)
             writer.commit(mergetype=_merge_tail)  # no new documents: only the merge runs
             written, name = self._written, self._writer_ix[0] if self._writer_ix else None
             if written is not None and written[0] == name and written[1] == writer.generation - 1:
