@@ -16,7 +16,6 @@ from typing import Any, cast
 import numpy as np
 from whoosh import query as q
 from whoosh.filedb.filestore import FileStorage, RamStorage
-from whoosh.reading import SegmentReader
 
 from kbserver.index.arrays import collect_arrays, doc_ids
 from kbserver.index.bulk import BulkWriter
@@ -24,6 +23,7 @@ from kbserver.index.codec import CODEC
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
 from kbserver.index.lengths import install as _install_lengths
+from kbserver.index.merging import merge_small, merge_tail
 from kbserver.index.names import install as _install_names
 from kbserver.index.query import parse_query, question_words, word_query
 from kbserver.index.reader import open_searcher, refresh_searcher
@@ -92,25 +92,6 @@ def _no_fence() -> None:
     """The fence of a write nobody fences (tests, `kbserver reindex`)."""
 
 
-def _merge_tail(writer: Any, segments: list[Any]) -> list[Any]:
-    """Whoosh merge policy: fold every segment but a dominant largest one into one new segment.
-
-    Whoosh's MERGE_SMALL, run once after many unmerged one-document commits, merged only 4 of 41
-    segments; this keeps the big segment (no rewrite of the bulk) and leaves at most two.
-    """
-    ordered = sorted(segments, key=lambda seg: seg.doc_count_all(), reverse=True)
-    total = sum(seg.doc_count_all() for seg in ordered)
-    keep = ordered[:1] if ordered and ordered[0].doc_count_all() * 2 >= total else []
-    rest = ordered[len(keep) :]
-    if len(rest) < 2:
-        return segments
-    for seg in rest:
-        reader = SegmentReader(writer.storage, writer.schema, seg)
-        writer.add_reader(reader)
-        reader.close()
-    return keep
-
-
 def _has(reader: Any) -> Callable[[str, str], bool]:
     """Whether the index holds a term, each asked once (a question asks for its words ~3 times)."""
     known: dict[tuple[str, str], bool] = {}
@@ -167,6 +148,7 @@ class SearchIndex:
         self._writer_ix: tuple[str, Any] | None = None
         self._closed = False
         self._unmerged = 0  # updates committed without merging since the last merge()
+        self._tail_due = False  # a merge(small=True) ran since the last full one
         # (generation folder, Whoosh generation, version) of this object's last commit: while the
         # index is still at that commit, its version needs no searcher (indexed_version).
         self._written: tuple[str, int, str | None] | None = None
@@ -349,18 +331,19 @@ class SearchIndex:
         """Updates this process committed since the last merge()."""
         return self._unmerged
 
-    def merge(self) -> bool:
-        """Merge the small segments that updates left into one; True if it ran."""
-        if self._closed or self._unmerged == 0:
+    def merge(self, small: bool = False) -> bool:
+        """Merge the small segments that updates left into one; True if it ran. `small`: only
+        segments of like size (kbserver.index.merging.merge_small), for a pause amid writes."""
+        if self._closed or (self._unmerged == 0 and (small or not self._tail_due)):
             return False
         with self._folder.write_lock(self._lock_timeout):
             writer = self._write_index().writer(timeout=self._lock_timeout, codec=CODEC)
-            writer.commit(mergetype=_merge_tail)  # no new documents: only the merge runs
+            writer.commit(mergetype=merge_small if small else merge_tail)  # no documents: only the merge
             written, name = self._written, self._writer_ix[0] if self._writer_ix else None
             if written is not None and written[0] == name and written[1] == writer.generation - 1:
                 # Ours was the commit before: the version stays.
                 self._written = (written[0], int(writer.generation), written[2])
-            self._unmerged = 0
+            self._unmerged, self._tail_due = 0, small
             self._disk_bytes = self._folder.generation_bytes(self._writer_ix[0] if self._writer_ix else None)
         return True
 

@@ -88,14 +88,15 @@ class SearchSink:
         shutil.rmtree(self._folder / slug, ignore_errors=True)
 
     def idle(self, paused: bool) -> None:
-        """Merge the small segments updates left: all once commits pause, else where 8 piled up
+        """Merge the small segments updates left: all once commits pause, else (only those of like
+        size) where 8 piled up
         (searches slow down with every segment; merging on the update path slowed every 5th one;
         under a steady stream of commits `apply` merges once 32 piled up)."""
         for slug in self._pool.names():
             try:
                 with self._pool.lease_if_open(slug) as ix:
                     if ix is not None and (paused or ix.unmerged >= MERGE_AFTER_UPDATES):
-                        ix.merge()
+                        ix.merge(small=not paused)  # amid writes, leave the tail under them
             except IndexCorrupt as e:
                 self._damaged(slug, e)
 
