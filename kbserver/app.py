@@ -127,7 +127,14 @@ def create_app(
     token = admin_token(settings)
     metrics = Metrics(VersionCounter(svc).counts)
 
-    mcp_route, mcp_lifespan = mount_mcp(svc, token, settings.allowed_hosts, extra_tools=mcp_extra_tools)
+    mcp_routes, mcp_lifespan = mount_mcp(
+        svc,
+        token,
+        settings.allowed_hosts,
+        public_url=settings.public,
+        loopback_clients=settings.oauth_loopback_clients,
+        extra_tools=mcp_extra_tools,
+    )
 
     readiness = health.Readiness()
 
@@ -152,9 +159,17 @@ def create_app(
         Mount("/api/v1", routes=api_routes()),
         Mount("/git", app=git_app(svc, token, git=shutil.which("git"))),
         Mount(
-            "/admin", app=admin_app(svc, token, secure_cookies=settings.secure_cookies, sso=_sso(settings))
+            "/admin",
+            app=admin_app(
+                svc,
+                token,
+                secure_cookies=settings.secure_cookies,
+                sso=_sso(settings),
+                public_url=settings.public,
+                loopback_clients=settings.oauth_loopback_clients,
+            ),
         ),
-        mcp_route,
+        *mcp_routes,
     ]
     app = Starlette(routes=routes, exception_handlers=EXCEPTION_HANDLERS, lifespan=lifespan)
     app.state.services = svc

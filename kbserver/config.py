@@ -168,6 +168,11 @@ class Settings(BaseModel):
         description="the URL people and MCP clients use to reach this server (links, the OAuth issuer, "
         "`{public URL}/mcp` as the OAuth resource), e.g. https://kb.example.com; default http://HOST:PORT",
     )
+    oauth_loopback_clients: bool = Field(
+        default=False,
+        description="tests only: accept OAuth client metadata documents on loopback http:// URLs "
+        "(otherwise only https on public addresses is fetched)",
+    )
     oidc_issuer: str | None = Field(
         default=None,
         description="single sign-on: the OpenID Connect issuer (discovery at "

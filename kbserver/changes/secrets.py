@@ -296,11 +296,11 @@ _OWN_RULES = (
         ),
         ("ecret", "ECRET"),
     ),
-    # kbs_/kba_ + 43: this server's own agent and admin tokens
+    # kbs_/kba_/kbo_/kbr_ + 43: this server's own agent, admin, OAuth access and refresh tokens
     Rule(
         "kbserver Token",
-        _regex(r"(?<![A-Za-z0-9_])kb[as]_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
-        ("kbs_", "kba_"),
+        _regex(r"(?<![A-Za-z0-9_])kb[asor]_[A-Za-z0-9_-]{43}(?![A-Za-z0-9_-])"),
+        ("kbs_", "kba_", "kbo_", "kbr_"),
     ),
     # scheme://user:password@host (also scheme://:password@host), unless password or host is an
     # obvious placeholder

@@ -12,6 +12,8 @@ from kbserver.control.postgres import PostgresControlStore, safe_url
 from kbserver.control.rows import (
     PROPOSAL_STATUSES,
     AgentRow,
+    CodeRow,
+    GrantRow,
     IdempotencyRow,
     KBRow,
     MemoryAccessRow,
@@ -28,7 +30,9 @@ from kbserver.control.store import ControlStore
 __all__ = [
     "PROPOSAL_STATUSES",
     "AgentRow",
+    "CodeRow",
     "ControlStore",
+    "GrantRow",
     "HeadListener",
     "IdempotencyRow",
     "KBRow",

@@ -183,6 +183,50 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             " AND a.created <= proposals.created)",
         ),
     ),
+    (
+        10,  # OAuth for MCP clients: clients, connections (grants), their codes and tokens (hashes only)
+        (
+            """CREATE TABLE oauth_clients (
+                client_id TEXT PRIMARY KEY,
+                info TEXT NOT NULL,
+                metadata_url INTEGER NOT NULL DEFAULT 0,
+                created REAL NOT NULL,
+                fetched REAL NOT NULL
+            )""",
+            """CREATE TABLE oauth_grants (
+                id TEXT PRIMARY KEY,
+                client_id TEXT NOT NULL,
+                client_name TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                person TEXT NOT NULL,
+                resource TEXT NOT NULL,
+                scopes TEXT NOT NULL DEFAULT '',
+                created REAL NOT NULL,
+                last_used REAL,
+                revoked REAL
+            )""",
+            "CREATE INDEX oauth_grants_agent ON oauth_grants(agent)",
+            """CREATE TABLE oauth_codes (
+                code_hash TEXT PRIMARY KEY,
+                grant_id TEXT NOT NULL,
+                redirect_uri TEXT NOT NULL,
+                redirect_explicit INTEGER NOT NULL,
+                code_challenge TEXT NOT NULL,
+                expires REAL NOT NULL,
+                used REAL
+            )""",
+            "CREATE INDEX oauth_codes_expires ON oauth_codes(expires)",
+            """CREATE TABLE oauth_tokens (
+                token_hash TEXT PRIMARY KEY,
+                grant_id TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+                expires REAL NOT NULL,
+                used REAL
+            )""",
+            "CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id)",
+            "CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires)",
+        ),
+    ),
 )
 
 

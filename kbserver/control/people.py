@@ -77,4 +77,9 @@ class SqlPeople:
     def delete_person(self, name: str) -> bool:
         with self._write() as db:
             db.execute("DELETE FROM admin_sessions WHERE person = ?", (name,))  # signed out on every node
+            # the connections they allowed end with them (OAuth clients acting as agents)
+            db.execute(
+                "UPDATE oauth_grants SET revoked = ? WHERE person = ? AND revoked IS NULL",
+                (time.time(), name),
+            )
             return int(db.execute("DELETE FROM people WHERE name = ?", (name,)).rowcount) == 1

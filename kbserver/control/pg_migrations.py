@@ -154,6 +154,50 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             " AND a.created <= proposals.created)",
         ),
     ),
+    (
+        6,  # OAuth for MCP clients: clients, connections (grants), their codes and tokens (hashes only)
+        (
+            """CREATE TABLE oauth_clients (
+                client_id TEXT PRIMARY KEY,
+                info TEXT NOT NULL,
+                metadata_url BOOLEAN NOT NULL DEFAULT FALSE,
+                created DOUBLE PRECISION NOT NULL,
+                fetched DOUBLE PRECISION NOT NULL
+            )""",
+            """CREATE TABLE oauth_grants (
+                id TEXT PRIMARY KEY,
+                client_id TEXT NOT NULL,
+                client_name TEXT NOT NULL,
+                agent TEXT NOT NULL,
+                person TEXT NOT NULL,
+                resource TEXT NOT NULL,
+                scopes TEXT NOT NULL DEFAULT '',
+                created DOUBLE PRECISION NOT NULL,
+                last_used DOUBLE PRECISION,
+                revoked DOUBLE PRECISION
+            )""",
+            "CREATE INDEX oauth_grants_agent ON oauth_grants(agent)",
+            """CREATE TABLE oauth_codes (
+                code_hash TEXT PRIMARY KEY,
+                grant_id TEXT NOT NULL,
+                redirect_uri TEXT NOT NULL,
+                redirect_explicit BOOLEAN NOT NULL,
+                code_challenge TEXT NOT NULL,
+                expires DOUBLE PRECISION NOT NULL,
+                used DOUBLE PRECISION
+            )""",
+            "CREATE INDEX oauth_codes_expires ON oauth_codes(expires)",
+            """CREATE TABLE oauth_tokens (
+                token_hash TEXT PRIMARY KEY,
+                grant_id TEXT NOT NULL,
+                kind TEXT NOT NULL CHECK (kind IN ('access', 'refresh')),
+                expires DOUBLE PRECISION NOT NULL,
+                used DOUBLE PRECISION
+            )""",
+            "CREATE INDEX oauth_tokens_grant ON oauth_tokens(grant_id)",
+            "CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires)",
+        ),
+    ),
 )
 
 

@@ -12,15 +12,20 @@ from kbserver.core.model import Permission, Role
 __all__ = [
     "PROPOSAL_STATUSES",
     "AgentRow",
+    "CodeRow",
+    "GrantRow",
     "IdempotencyRow",
     "KBRow",
     "MemoryAccessRow",
+    "OAuthClientRow",
     "PersonRow",
     "ProposalRow",
     "ProposalStatus",
     "RunRow",
     "SessionRow",
     "access_row",
+    "agent_rows",
+    "grant_row",
     "hash_token",
     "idempotency_row",
     "kb_row",
@@ -140,6 +145,45 @@ class MemoryAccessRow:
     base: float
 
 
+@dataclass(frozen=True)
+class OAuthClientRow:
+    """An OAuth client: registered (RFC 7591) or a Client ID Metadata Document fetched at `fetched`."""
+
+    client_id: str
+    info: dict[str, Any]  # the client's metadata as the SDK reads it; never a secret
+    metadata_url: bool
+    created: float
+    fetched: float
+
+
+@dataclass(frozen=True)
+class GrantRow:
+    """A connection: what a person allowed a client to do, as an agent, for a resource (RFC 8707)."""
+
+    id: str
+    client_id: str
+    client_name: str
+    agent: str
+    person: str
+    resource: str
+    scopes: tuple[str, ...]
+    created: float
+    last_used: float | None = None
+    revoked: float | None = None
+
+
+@dataclass(frozen=True)
+class CodeRow:
+    """An authorization code (stored as its hash) of a grant, usable once before `expires`."""
+
+    grant: GrantRow
+    redirect_uri: str
+    redirect_explicit: bool
+    code_challenge: str
+    expires: float
+    used: float | None
+
+
 # Rows from a database row read by column name (sqlite3.Row, psycopg's dict_row alike).
 
 
@@ -151,6 +195,41 @@ def access_row(row: Any) -> MemoryAccessRow:
         last_accessed=row["last_accessed"],
         importance=float(row["importance"]),
         base=float(row["base"]),
+    )
+
+
+def agent_rows(rows: Any) -> list[AgentRow]:
+    """Agents from rows of `agents` LEFT JOIN `links` (columns slug, permission), ordered by name."""
+    found: dict[str, AgentRow] = {}
+    for r in rows:
+        row = found.get(r["name"])
+        if row is None:
+            row = found[r["name"]] = AgentRow(
+                name=r["name"],
+                parent=r["parent"],
+                tools=tuple(t for t in r["tools"].split(",") if t),
+                auto_record=bool(r["auto_record"]),
+                created=r["created"],
+                links={},
+                id=r["id"],
+            )
+        if r["slug"] is not None:
+            row.links[r["slug"]] = cast(Permission, r["permission"])
+    return list(found.values())
+
+
+def grant_row(row: Any) -> GrantRow:
+    return GrantRow(
+        id=row["id"],
+        client_id=row["client_id"],
+        client_name=row["client_name"],
+        agent=row["agent"],
+        person=row["person"],
+        resource=row["resource"],
+        scopes=tuple(s for s in row["scopes"].split(" ") if s),
+        created=row["created"],
+        last_used=row["last_used"],
+        revoked=row["revoked"],
     )
 
 

@@ -15,8 +15,9 @@ import secrets
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
+from kbserver.control.oauth_sql import ConnectionsSql
 from kbserver.control.people import SqlPeople
 from kbserver.control.rows import (
     AgentRow,
@@ -27,6 +28,7 @@ from kbserver.control.rows import (
     ProposalStatus,
     RunRow,
     SessionRow,
+    agent_rows,
     hash_token,
     idempotency_row,
     kb_row,
@@ -52,9 +54,10 @@ def _dialect(sql: str, placeholder: str) -> str:
     return sql if placeholder == "?" else sql.replace("?", placeholder)
 
 
-class SqlStore(SqlPeople):
-    """KBs, agents and links, people, runs, proposals, idempotency keys, review markers, web sessions,
-    failed logins and memory importances: the ControlStore methods whose SQL is the same in both stores."""
+class SqlStore(SqlPeople, ConnectionsSql):
+    """KBs, agents and links, people, OAuth connections, runs, proposals, idempotency keys, review
+    markers, web sessions, failed logins and memory importances: the ControlStore methods whose SQL
+    is the same in both stores."""
 
     placeholder: ClassVar[str] = "?"
 
@@ -123,6 +126,10 @@ class SqlStore(SqlPeople):
     def delete_agent(self, name: str) -> bool:
         with self._write() as db:
             db.execute("DELETE FROM links WHERE agent = ?", (name,))  # they cascade too, where enforced
+            # its connections end with it: an agent made again under the name never inherits them
+            db.execute(
+                "UPDATE oauth_grants SET revoked = ? WHERE agent = ? AND revoked IS NULL", (time.time(), name)
+            )
             return int(db.execute("DELETE FROM agents WHERE name = ?", (name,)).rowcount) == 1
 
     def agent(self, name: str) -> AgentRow | None:
@@ -143,22 +150,7 @@ class SqlStore(SqlPeople):
             f" WHERE {where} ORDER BY a.name, l.slug",
             args,
         )
-        found: dict[str, AgentRow] = {}
-        for r in rows:
-            row = found.get(r["name"])
-            if row is None:
-                row = found[r["name"]] = AgentRow(
-                    name=r["name"],
-                    parent=r["parent"],
-                    tools=tuple(t for t in r["tools"].split(",") if t),
-                    auto_record=bool(r["auto_record"]),
-                    created=r["created"],
-                    links={},
-                    id=r["id"],
-                )
-            if r["slug"] is not None:
-                row.links[r["slug"]] = cast(Permission, r["permission"])
-        return list(found.values())
+        return agent_rows(rows)
 
     def link(self, agent: str, slug: str, permission: Permission) -> None:
         self._change(

@@ -10,13 +10,17 @@ not in that state, so two processes can never both win.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
+from kbserver.control.oauth_sql import NewToken
 from kbserver.control.rows import (
     AgentRow,
+    CodeRow,
+    GrantRow,
     IdempotencyRow,
     KBRow,
     MemoryAccessRow,
+    OAuthClientRow,
     PersonRow,
     ProposalRow,
     RunRow,
@@ -222,3 +226,46 @@ class ControlStore(Protocol):
     def set_memory_importance(self, slug: str, memory_id: str, importance: float) -> None:
         """Start the memory's effective importance again from `importance` (its file's new one)."""
         ...
+
+    # -- OAuth for MCP clients: clients, connections (grants), codes and tokens (hashes only)
+    def oauth_client(self, client_id: str) -> OAuthClientRow | None: ...
+    def put_oauth_client(self, client_id: str, info: dict[str, Any], metadata_url: bool, now: float) -> None:
+        """Record a client, or replace the cached document of a metadata-URL client."""
+        ...
+
+    def add_grant(
+        self, grant: GrantRow, code: str, redirect: tuple[str, bool], challenge: str, expires: float
+    ) -> None:
+        """Record a connection a person allowed, with the authorization code that hands it over."""
+        ...
+
+    def oauth_code(self, code: str) -> CodeRow | None: ...
+    def exchange_code(self, code: str, now: float, tokens: Sequence[NewToken]) -> bool:
+        """Use the code once and record `tokens`; False (and the connection revoked) when it was used
+        before, expired, or its connection was revoked."""
+        ...
+
+    def oauth_refresh(self, token: str) -> tuple[GrantRow, float, float | None] | None:
+        """The connection of a refresh token, its expiry, and when it was used (rotated), if ever."""
+        ...
+
+    def rotate_refresh(self, token: str, now: float, tokens: Sequence[NewToken]) -> bool:
+        """Use the refresh token once and record `tokens`; False when it was used before (the
+        connection is revoked then), expired, or its connection was revoked."""
+        ...
+
+    def agent_by_access_token(self, token: str, now: float) -> tuple[AgentRow, GrantRow] | None:
+        """The agent an unexpired access token of a live connection acts as (one query)."""
+        ...
+
+    def access_grant(self, token: str) -> GrantRow | None: ...
+    def touch_grant(self, grant_id: str, now: float) -> None: ...
+    def revoke_grant(self, grant_id: str, now: float) -> bool:
+        """End a connection; its tokens stop working at their next request, on every node."""
+        ...
+
+    def grants(self) -> list[GrantRow]:
+        """The connections not revoked, oldest first."""
+        ...
+
+    def grant(self, grant_id: str) -> GrantRow | None: ...

@@ -18,11 +18,12 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbserver.core import threads
-from kbserver.core.errors import Unauthorized
+from kbserver.core.errors import KBError, Unauthorized
 from kbserver.core.model import Caller
 from kbserver.mcp.binding import Binding
+from kbserver.mcp.oauth import KBOAuthProvider, oauth_routes
 from kbserver.mcp.server import build_server
-from kbserver.services import Services
+from kbserver.services import Services, connections
 from kbserver.services.auth import (
     MISSING_TOKEN,
     TOO_MANY_FAILURES,
@@ -46,24 +47,38 @@ _REQUEST: ContextVar[dict[str, Any] | None] = ContextVar("kbserver_mcp_request",
 
 
 class KBTokenVerifier(TokenVerifier):
-    """An agent's token or the admin token, as for the HTTP API. Unknown tokens get 401 from the SDK."""
+    """An agent's static token, the admin token, or the access token of a connection (OAuth), each
+    bound to `resource` (`{public URL}/mcp`). Unknown tokens get 401 from the SDK; a control store
+    that cannot answer raises Unavailable (answered 503 by _ContractErrors)."""
 
-    def __init__(self, services: Services, admin_token: str) -> None:
+    def __init__(self, services: Services, admin_token: str, resource: str) -> None:
         self.services = services
         self.admin_token = admin_token
+        self.resource = resource
 
     async def verify_token(self, token: str) -> AccessToken | None:
         request = _REQUEST.get()
         address = request.get("address") if request is not None else None
         try:
-            caller = await threads.run(authenticate, self.services, token, self.admin_token, address)
+            return await threads.run(self._verify, token, address)
         except Unauthorized as err:
             if request is not None and "retry_after" in err.details:
                 request["retry_after"] = err.details["retry_after"]
             return None
+
+    def _verify(self, token: str, address: str | None) -> AccessToken:
+        resource = self.resource
+        connection = connections.access_caller(self.services, token)
+        if connection is not None:
+            caller, grant = connection
+            resource = grant.resource
+        else:
+            caller = authenticate(self.services, token, self.admin_token, address)
         # client_id names the principal; the SDK binds each session to it, so one agent cannot use
         # another's session id. The Caller rides along so tools need no second lookup per request.
-        return AccessToken(token=token, client_id=caller.actor, scopes=[], claims={_CALLER: caller})
+        return AccessToken(
+            token=token, client_id=caller.actor, scopes=[], resource=resource, claims={_CALLER: caller}
+        )
 
 
 def _token_caller(services: Services, admin_token: str) -> Callable[[], Caller]:
@@ -119,7 +134,12 @@ def _quiet_closing_sessions() -> None:
 
 
 class _ContractErrors:
-    """Gives the SDK's bare 401 the contract's error body; status and WWW-Authenticate stay as they are.
+    """Answers what the SDK's auth layer cannot as JSON-RPC errors a client can show.
+
+    A 401 keeps its status and `WWW-Authenticate` (the pointer to the protected resource metadata)
+    and gets a JSON-RPC error body saying whether the token was missing or unknown. A control store
+    that cannot answer while the token is checked (Unavailable, raised inside the SDK's middleware,
+    which has already begun a plain-text 500 by then) is answered 503 with Retry-After instead.
 
     Also keeps the SDK's second answer to one request from reaching the server: after answering a
     notification 202 it may fail to hand it to a session its client is closing, then tries to answer
@@ -139,29 +159,33 @@ class _ContractErrors:
         dropping = False
         request: dict[str, Any] = {"address": client_address(scope)}
         _REQUEST.set(request)
+        held: list[Message] = []  # a 500 the SDK began: sent once it is known not to be an outage
 
         async def wrapped(message: Message) -> None:
             nonlocal rewriting, started, dropping
+            if held:
+                held.append(message)
+                return
             if message["type"] == "http.response.start":
                 if started:
                     dropping = True  # a second answer to the same request: the first one stands
                     return
                 started = True
+                if message["status"] == 500:
+                    held.append(message)
+                    return
             if dropping:
                 return
             if message["type"] == "http.response.start" and message["status"] == 401:
                 rewriting = True
                 # The SDK answers 401 for a missing and an unknown token alike; say which it was.
                 text = UNKNOWN_TOKEN if _has_bearer(scope) else MISSING_TOKEN
-                error: dict[str, Any] = {"code": "unauthorized", "message": text}
-                headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"content-length"]
+                extra: list[tuple[bytes, bytes]] = list(message.get("headers", []))
+                data: dict[str, Any] = {}
                 if "retry_after" in request:  # a throttled client (kbserver.services.auth)
-                    error.update(message=TOO_MANY_FAILURES, retry_after=request["retry_after"])
-                    headers.append((b"retry-after", str(request["retry_after"]).encode()))
-                body = json.dumps({"error": error}).encode()
-                headers.append((b"content-length", str(len(body)).encode()))
-                await send({**message, "headers": headers})
-                await send({"type": "http.response.body", "body": body})
+                    text, data = TOO_MANY_FAILURES, {"retry_after": request["retry_after"]}
+                    extra.append((b"retry-after", str(request["retry_after"]).encode()))
+                await _send_jsonrpc(send, 401, "unauthorized", text, -32001, extra, data)
                 return
             if rewriting:
                 return  # the SDK's own body, replaced above
@@ -169,10 +193,41 @@ class _ContractErrors:
 
         try:
             await self.app(scope, receive, wrapped)
+        except KBError as err:
+            if started and not held:
+                raise
+            retry = (
+                [(b"retry-after", str(getattr(err, "retry_after", 5)).encode())] if err.status == 503 else []
+            )
+            await _send_jsonrpc(send, err.status, err.code, str(err), -32000, retry)
+            log.warning("MCP request refused: %s: %s", err.code, err)
+            return
         except anyio.ClosedResourceError:
             if not started:
                 raise
             log.info("an MCP session was closed while one of its messages was in flight; dropped")
+            return
+        for message in held:
+            await send(message)
+
+
+async def _send_jsonrpc(
+    send: Send,
+    status: int,
+    code: str,
+    text: str,
+    number: int,
+    headers: Sequence[tuple[bytes, bytes]],
+    data: dict[str, Any] | None = None,
+) -> None:
+    """A JSON-RPC error answer (id null: the request was refused before it was read), the contract's
+    error code first in its message and in `data.code`."""
+    error = {"code": number, "message": f"{code}: {text}", "data": {"code": code, **(data or {})}}
+    body = json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode()
+    keep = [(k, v) for k, v in headers if k.lower() not in (b"content-length", b"content-type")]
+    keep += [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": keep})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _has_bearer(scope: Scope) -> bool:
@@ -188,6 +243,7 @@ def mcp_http(
     admin_token: str,
     allowed_hosts: Sequence[str] = (),
     *,
+    public_url: str = "http://127.0.0.1:8765",
     extra_tools: Sequence[Callable[..., Any]] = (),
 ) -> tuple[MCPServer[Any], ASGIApp]:
     """The MCP server for HTTP callers and its ASGI app serving `/mcp` (needs the server's session
@@ -196,8 +252,8 @@ def mcp_http(
     binding = Binding(
         services, _token_caller(services, admin_token), admin_token=admin_token, known=_verified_caller
     )
-    verifier = KBTokenVerifier(services, admin_token)
-    server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools)
+    verifier = KBTokenVerifier(services, admin_token, public_url + MCP_PATH)
+    server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools, public_url=public_url)
     app = server.streamable_http_app(
         streamable_http_path=MCP_PATH, transport_security=transport_security(allowed_hosts)
     )
@@ -209,12 +265,19 @@ def mount_mcp(
     admin_token: str,
     allowed_hosts: Sequence[str] = (),
     *,
+    public_url: str = "http://127.0.0.1:8765",
+    loopback_clients: bool = False,
     extra_tools: Sequence[Callable[..., Any]] = (),
-) -> tuple[BaseRoute, AbstractAsyncContextManager[None]]:
-    """The `/mcp` route for the host app and the lifespan it must enter (the SDK's session manager).
+) -> tuple[list[BaseRoute], AbstractAsyncContextManager[None]]:
+    """The `/mcp` route and the OAuth routes for the host app, and the lifespan it must enter (the
+    SDK's session manager).
 
     An exact `Route("/mcp")` rather than a catch-all `Mount("/")`: no 307 to `/mcp/`, and every other
-    path keeps the host app's own 404.
+    path keeps the host app's own 404. `loopback_clients` (tests only) lets OAuth clients publish
+    their metadata documents on loopback http.
     """
-    server, app = mcp_http(services, admin_token, allowed_hosts, extra_tools=extra_tools)
-    return Route(MCP_PATH, endpoint=app), server.session_manager.run()
+    server, app = mcp_http(
+        services, admin_token, allowed_hosts, public_url=public_url, extra_tools=extra_tools
+    )
+    provider = KBOAuthProvider(services, admin_token, public_url, loopback=loopback_clients)
+    return [Route(MCP_PATH, endpoint=app), *oauth_routes(provider)], server.session_manager.run()

@@ -43,16 +43,22 @@ def build_server(
     *,
     token_verifier: TokenVerifier | None = None,
     extra_tools: Sequence[Callable[..., Any]] = (),
+    public_url: str = "http://127.0.0.1:8765",
 ) -> MCPServer[Any]:
-    """The MCP server for `binding`. With `token_verifier`, HTTP requests need a bearer token.
+    """The MCP server for `binding`. With `token_verifier`, HTTP requests need a bearer token for
+    `{public_url}/mcp`.
 
     `extra_tools` are added as they are (the benchmark adds a no-op tool; nothing else should).
     """
     auth = None
     if token_verifier is not None:
-        # Tokens are kbserver's own bearer tokens, not OAuth: no authorization server to advertise, so no
-        # protected-resource metadata either. The SDK still wants an issuer URL; nothing serves or uses it.
-        auth = AuthSettings(issuer_url=AnyHttpUrl("http://localhost/"), resource_server_url=None)
+        # Bearer tokens (an agent's static token, or an OAuth access token of a connection) are bound
+        # to `{public URL}/mcp`; a 401 points at its protected resource metadata (RFC 9728).
+        auth = AuthSettings(
+            issuer_url=AnyHttpUrl(public_url),
+            resource_server_url=AnyHttpUrl(public_url + "/mcp"),
+            validate_token_resource=True,
+        )
     server: MCPServer[Any] = MCPServer(
         "kbserver",
         title="kbserver",

@@ -20,6 +20,7 @@ __all__ = [
     "MISSING_TOKEN",
     "TOO_MANY_FAILURES",
     "UNKNOWN_TOKEN",
+    "agent_caller",
     "authenticate",
     "caller_for",
     "client_address",
@@ -105,7 +106,7 @@ def authenticate(
         return ADMIN
     row = services.control.agent_by_token(token)
     if row is not None:
-        return _agent(row)
+        return agent_caller(row)
     person = services.control.person_by_token(token) if people else None
     if person is None:
         if key is not None:
@@ -135,10 +136,11 @@ def caller_for(services: Services, agent: str) -> Caller:
     row = services.control.agent(agent)
     if row is None:
         raise NotFound(f"agent {agent} does not exist; create it with `kbserver agent create {agent}`")
-    return _agent(row)
+    return agent_caller(row)
 
 
-def _agent(row: AgentRow) -> Caller:
+def agent_caller(row: AgentRow) -> Caller:
+    """The caller an agent's row stands for (its static token and its connections alike)."""
     return Caller(
         name=row.name,
         links=row.links,

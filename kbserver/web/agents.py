@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kbserver.services import activity, agents, kbs
+from kbserver.services import activity, agents, connections, kbs
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 
@@ -20,6 +22,7 @@ async def agents_page(request: Request) -> Response:
     listing = await call(agents.listing, services, who)
     slugs = [kb.slug for kb in await call(kbs.visible, services, who)]
     recent = await call(activity.agents, services, who, [a.name for a in listing.agents])
+    linked = await call(connections.listing, services, who)
     return render(
         request,
         "agents.html",
@@ -29,7 +32,15 @@ async def agents_page(request: Request) -> Response:
         slugs=slugs,
         tool_sets=agents.TOOL_SETS,
         permissions=PERMISSIONS,
+        connections=linked,
+        when=_when,
     )
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 async def create(request: Request) -> Response:

@@ -64,8 +64,8 @@ class SecurityHeaders:
             if message["type"] == "http.response.start":
                 headers = MutableHeaders(scope=message)
                 for name, value in _HEADERS.items():
-                    if name == "cache-control" and name in headers:
-                        continue  # static files keep their own
+                    if name in ("cache-control", "content-security-policy") and name in headers:
+                        continue  # static files keep their caching; the consent page its form-action
                     headers[name] = value
                 if secure:
                     _secure_cookies(message)

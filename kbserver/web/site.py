@@ -16,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.services import Services
-from kbserver.web import agents, browse, edit, glance, history, inbox, login, oidc, proposals
+from kbserver.web import agents, browse, connect, edit, glance, history, inbox, login, oidc, proposals
 from kbserver.web.page import render, see_other
 from kbserver.web.session import (
     LoginLimiter,
@@ -72,11 +72,14 @@ def admin_app(
     *,
     secure_cookies: bool = False,
     sso: oidc.OidcConfig | None = None,
+    public_url: str = "http://127.0.0.1:8765",
+    loopback_clients: bool = False,
 ) -> Starlette:
     """The web admin for `services`; login with `admin_token`; sessions last `session_seconds`.
 
     The session cookie is `Secure` on HTTPS requests, and on every request with `secure_cookies`.
     With `sso`, people may also sign in through that OpenID Connect provider.
+    `public_url` is the OAuth issuer named in the consent page's redirects.
     """
     routes = [
         Route("/", browse.kb_list, methods=["GET"]),
@@ -91,6 +94,9 @@ def admin_app(
         Route("/agents/{name}/delete", agents.delete, methods=["POST"]),
         Route("/agents/{name}/links", agents.link, methods=["POST"]),
         Route("/agents/{name}/links/{slug}/delete", agents.unlink, methods=["POST"]),
+        Route("/connect", connect.connect_page, methods=["GET"]),
+        Route("/connect", connect.connect, methods=["POST"]),
+        Route("/connections/{id}/revoke", connect.revoke, methods=["POST"]),
         Route(KB, browse.files_page, methods=["GET"]),
         Route(KB + "/files/{path:path}", browse.file_page, methods=["GET"]),
         Route(KB + "/search", browse.search_page, methods=["GET"]),
@@ -134,6 +140,8 @@ def admin_app(
     app.state.services = services
     app.state.admin_token = admin_token
     app.state.session_seconds = session_seconds
+    app.state.public_url = public_url
+    app.state.loopback_clients = loopback_clients
     app.state.login_limiter = LoginLimiter(services)
     app.state.oidc = oidc.Oidc(sso, session_secret(admin_token)) if sso is not None else None
     return app

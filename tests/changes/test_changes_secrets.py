@@ -117,6 +117,8 @@ MORE_SECRETS = [
     "AWS_SECRET_ACCESS_KEY: " + _r(40, ALNUM + "/+"),
     'aws_secret_key = "' + _r(40, ALNUM + "/+") + '"',
     "admin token kba_" + _r(43, B64URL),
+    "OAuth access token kbo_" + _r(43, B64URL),
+    "refresh_token: kbr_" + _r(43, B64URL),
     "mysql://root:" + _r(12) + "@10.0.0.5/db",
     "redis://default:" + _r(20) + "@cache.prod.internal:6379",
     "https://deploy:" + _r(10) + "%21x@git.company.com/repo.git",

@@ -25,9 +25,13 @@ class _Uvicorn:
     """The whole app (create_app) served by a real uvicorn in a thread, on a free loopback port."""
 
     def __init__(
-        self, settings: Settings, services: Services, extra_tools: Sequence[Callable[..., Any]] = ()
+        self,
+        settings: Settings,
+        services: Services,
+        extra_tools: Sequence[Callable[..., Any]] = (),
+        port: int | None = None,
     ) -> None:
-        port = free_port()
+        port = port or free_port()
         self.url = f"http://127.0.0.1:{port}"
         config = uvicorn.Config(
             create_app(settings, services, mcp_extra_tools=extra_tools),

@@ -40,8 +40,11 @@ async def test_no_or_bad_token_is_401(http_url: str, agent: dict[str, str]) -> N
         for headers in ({}, {"Authorization": "Bearer not-a-token"}, {"Authorization": "Basic eDp5"}):
             r = await hc.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **headers})
             assert r.status_code == 401, (headers, r.text)
-            assert r.json()["error"]["code"] == "unauthorized"
+            body = r.json()  # a JSON-RPC error the client can show, the contract's code in `data`
+            assert body["jsonrpc"] == "2.0" and body["error"]["data"]["code"] == "unauthorized"
+            assert body["error"]["message"].startswith("unauthorized: ")
             assert r.headers["www-authenticate"].startswith("Bearer ")
+            assert 'resource_metadata="' in r.headers["www-authenticate"]
         r = await hc.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **agent})
         assert r.status_code == 200 and r.headers["mcp-session-id"]
 
@@ -294,3 +297,46 @@ async def test_mcp_param_headers_checked_where_a_tool_declares_them(
             assert r.status_code == 200 and "error" not in r.json(), r.text
     finally:
         server.stop()
+
+
+async def test_the_sdk_client_shows_the_servers_message_for_a_bad_token(http_url: str) -> None:
+    for headers, text in (
+        ({"Authorization": "Bearer not-a-token"}, "the token is not known"),
+        ({}, "send Authorization: Bearer TOKEN"),
+    ):
+        shown = await _refusal(http_url, headers)
+        assert shown.startswith("unauthorized: ") and text in shown, shown
+
+
+async def test_a_control_store_outage_is_a_jsonrpc_503_never_a_plain_500(
+    http_url: str, services: Services, agent: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kbserver.core.errors import Unavailable
+
+    def unreachable(*args: object) -> None:
+        raise Unavailable("the control store did not answer within 10 s")
+
+    monkeypatch.setattr(services.control, "agent_by_token", unreachable)
+    async with httpx2.AsyncClient(base_url=http_url) as hc:
+        r = await hc.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **agent})
+    assert r.status_code == 503 and r.headers["retry-after"].isdigit(), r.text
+    body = r.json()
+    assert body["jsonrpc"] == "2.0" and body["error"]["data"]["code"] == "unavailable"
+    assert body["error"]["message"].startswith("unavailable: the control store")
+    assert (await _refusal(http_url, agent)).startswith("unavailable: the control store")
+
+
+async def _refusal(url: str, headers: dict[str, str]) -> str:
+    """The message of the MCPError the SDK client raises when it cannot even initialize."""
+    try:
+        async with http_client(url, headers):
+            pass
+    except BaseException as err:  # the SDK raises it inside its task groups
+        found: list[BaseException] = [err]
+        while found:
+            one = found.pop()
+            if isinstance(one, MCPError):
+                return str(one)
+            found.extend(getattr(one, "exceptions", ()))
+        raise
+    raise AssertionError("the client initialized")
