@@ -24,7 +24,7 @@ from kbserver.control import GrantRow
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Caller, Permission
 from kbserver.services import agents, client_metadata
-from kbserver.services.auth import agent_caller
+from kbserver.services.auth import ADMIN, agent_caller
 from kbserver.services.context import Services
 
 __all__ = [
@@ -179,9 +179,12 @@ def _sign(key: bytes, body: str) -> str:
 
 
 def grantable(person: Caller, slug: str) -> tuple[Permission, ...]:
-    """The permissions `person` may give a connection on `slug` (the admin: any)."""
-    if person.is_admin:
+    """The permissions `person` may give a connection on `slug`: the admin and owners any, a
+    reviewer any on the KBs they review and `read` elsewhere, a viewer `read`; an agent none."""
+    if person.is_admin or (person.role == "reviewer" and slug in person.reviews):
         return PERMISSIONS
+    if person.role in ("reviewer", "viewer"):
+        return ("read",)
     return ()
 
 
@@ -199,7 +202,10 @@ def deny(request: Pending, issuer: str) -> str:
 
 
 def _agent_name(services: Services, client_name: str, person: Caller) -> str:
-    base = re.sub(r"[^a-z0-9_-]+", "-", f"{client_name}-{person.name}".lower()).strip("-_")[:56] or "client"
+    who = person.person or person.name
+    base = (
+        re.sub(r"[^a-z0-9_]+", "-", f"{client_name}-{who}".lower()).strip("-_")[:56].strip("-_") or "client"
+    )
     name, n = base, 2
     while services.control.agent(name) is not None:
         name, n = f"{base}-{n}", n + 1
@@ -235,9 +241,10 @@ def allow(
         for slug, perm in permissions.items():
             if perm not in grantable(person, slug):
                 raise InvalidRequest(f"you may not give {perm} on KB {slug}", kb=slug, permission=perm)
-        made, _token = agents.create(services, person, new_name.strip())  # its static token is never shown
+        # Made by the server on the person's behalf, within what the person may grant (checked above).
+        made, _token = agents.create(services, ADMIN, new_name.strip())  # its static token is never shown
         for slug, perm in permissions.items():
-            agents.link(services, person, made.name, slug, perm)
+            agents.link(services, ADMIN, made.name, slug, perm)
         agent = made.name
     else:
         row = services.control.agent(agent)
@@ -252,7 +259,7 @@ def allow(
         client_id=request.client_id,
         client_name=str(info.get("client_name") or urlsplit(request.redirect_uri).hostname or "client")[:200],
         agent=agent,
-        person=person.name,
+        person=person.person or person.name,
         resource=request.resource,
         scopes=request.scopes,
         created=now,
@@ -368,7 +375,7 @@ def listing(services: Services, person: Caller) -> dict[str, list[GrantRow]]:
 def revoke(services: Services, person: Caller, grant_id: str) -> GrantRow:
     """End a connection (its tokens stop at their next request). Raises NotFound."""
     grant = services.control.grant(grant_id)
-    if grant is None or grant.revoked is not None or not person.is_admin:
+    if grant is None or grant.revoked is not None or not (person.is_admin or grant.person == person.person):
         raise NotFound(f"connection {grant_id} does not exist or was revoked already", id=grant_id)
     services.control.revoke_grant(grant_id, time.time())
     return grant

@@ -65,9 +65,9 @@ async def _context(request: Request, person: Caller, pending: Pending) -> dict[s
     from_document = pending.client_id.startswith(("https://", "http://"))
     host = urlsplit(pending.redirect_uri).hostname or pending.redirect_uri.split(":", 1)[0]
     name = str(info.get("client_name") or host)
-    slugs = [kb.slug for kb in await call(kbs.visible, services, person)]
+    slugs = [kb.slug for kb in await call(kbs.visible, services, ADMIN)]  # what the person may grant decides
     choices = {slug: connections.grantable(person, slug) for slug in slugs}
-    listing = await call(agents.listing, services, person)
+    listing = await call(agents.listing, services, ADMIN)
     eligible = [
         a.name for a in listing.agents if all(link.permission in choices.get(link.kb, ()) for link in a.links)
     ]
