@@ -21,7 +21,7 @@ from kbserver.core import threads
 from kbserver.core.errors import KBError, Unauthorized
 from kbserver.core.model import Caller
 from kbserver.mcp.binding import Binding
-from kbserver.mcp.oauth import KBOAuthProvider, oauth_routes
+from kbserver.mcp.oauth import KBOAuthProvider, oauth_enabled, oauth_routes
 from kbserver.mcp.server import build_server
 from kbserver.services import Services, connections
 from kbserver.services.auth import (
@@ -279,5 +279,13 @@ def mount_mcp(
     server, app = mcp_http(
         services, admin_token, allowed_hosts, public_url=public_url, extra_tools=extra_tools
     )
-    provider = KBOAuthProvider(services, admin_token, public_url, loopback=loopback_clients)
-    return [Route(MCP_PATH, endpoint=app), *oauth_routes(provider)], server.session_manager.run()
+    routes: list[BaseRoute] = [Route(MCP_PATH, endpoint=app)]
+    if oauth_enabled(public_url):
+        routes += oauth_routes(KBOAuthProvider(services, admin_token, public_url, loopback=loopback_clients))
+    else:
+        log.warning(
+            "OAuth for MCP clients is off: the public URL %s is plain http on a host other than loopback; "
+            "set KBSERVER_PUBLIC_URL to the https URL clients use (static agent tokens work meanwhile)",
+            public_url,
+        )
+    return routes, server.session_manager.run()

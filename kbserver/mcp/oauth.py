@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 from mcp.server.auth.handlers.metadata import MetadataHandler
 from mcp.server.auth.provider import (
@@ -40,15 +41,23 @@ from kbserver.core.errors import InvalidRequest
 from kbserver.services import Services, connections
 from kbserver.services.connections import Pending
 
-__all__ = ["KBOAuthProvider", "oauth_routes"]
+__all__ = ["KBOAuthProvider", "oauth_enabled", "oauth_routes"]
 
 log = logging.getLogger(__name__)
 
 _METADATA_PATH = "/.well-known/oauth-authorization-server"
 _URL = TypeAdapter(AnyHttpUrl, config=ConfigDict(url_preserve_empty_path=True))
 _MAX_REVOCATION_BYTES = 64 * 1024
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _REGISTRATION = ClientRegistrationOptions(enabled=True)
 _REVOCATION = RevocationOptions(enabled=True)
+
+
+def oauth_enabled(public_url: str) -> bool:
+    """Whether `public_url` may be an OAuth issuer: https, or http on a loopback host (RFC 8414; the
+    SDK refuses any other). A plain-http public URL elsewhere serves static tokens only."""
+    parts = urlsplit(public_url)
+    return parts.scheme == "https" or (parts.scheme == "http" and parts.hostname in _LOOPBACK)
 
 
 class KBCode(AuthorizationCode):

@@ -17,6 +17,7 @@ from kbserver.mcp.binding import Binding
 from kbserver.mcp.card import card_apps
 from kbserver.mcp.dialects import dialect_tools
 from kbserver.mcp.instructions import MEMORY_RULES
+from kbserver.mcp.oauth import oauth_enabled
 from kbserver.mcp.resources import register_resources
 from kbserver.mcp.run_tools import RUN_TOOL_NAMES, run_tools
 from kbserver.mcp.session import SessionMiddleware
@@ -54,10 +55,11 @@ def build_server(
     if token_verifier is not None:
         # Bearer tokens (an agent's static token, or an OAuth access token of a connection) are bound
         # to `{public URL}/mcp`; a 401 points at its protected resource metadata (RFC 9728).
+        oauth = oauth_enabled(public_url)  # else no issuer to point a client at: static tokens only
         auth = AuthSettings(
             issuer_url=AnyHttpUrl(public_url),
-            resource_server_url=AnyHttpUrl(public_url + "/mcp"),
-            validate_token_resource=True,
+            resource_server_url=AnyHttpUrl(public_url + "/mcp") if oauth else None,
+            validate_token_resource=oauth,
         )
     server: MCPServer[Any] = MCPServer(
         "kbserver",

@@ -353,3 +353,24 @@ def test_consent_needs_a_signed_in_person_and_next_stays_inside_admin(oauth: AS)
             assert r.status_code == 303 and r.headers["location"] == "/admin/", evil
             page = browser.get("/admin/login")
             csrf = re.search(r'name="csrf" value="([^"]+)"', page.text).group(1)  # type: ignore[union-attr]
+
+
+def test_a_plain_http_public_url_off_loopback_serves_static_tokens_only(
+    settings: Settings, services: Services, agent: dict[str, str]
+) -> None:
+    """OAuth needs an https issuer (RFC 8414; loopback http aside): `serve --host 0.0.0.0` without a
+    KBSERVER_PUBLIC_URL still starts, and /mcp takes static tokens."""
+    from starlette.testclient import TestClient
+
+    from kbserver.app import create_app
+
+    for served in (
+        settings.model_copy(update={"host": "0.0.0.0"}),
+        settings.model_copy(update={"public_url": "http://kb.lan:8765"}),
+    ):
+        with TestClient(create_app(served, services), base_url="http://127.0.0.1") as client:
+            r = client.post("/mcp", json=INITIALIZE, headers=MCP_HEADERS)
+            assert r.status_code == 401 and "resource_metadata" not in r.headers["www-authenticate"]
+            assert client.get("/.well-known/oauth-authorization-server").status_code == 404
+            assert client.get("/.well-known/oauth-protected-resource/mcp").status_code == 404
+            assert client.post("/mcp", json=INITIALIZE, headers={**MCP_HEADERS, **agent}).status_code == 200
