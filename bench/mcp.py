@@ -1,6 +1,6 @@
 """Benchmark MCP tool calls over Streamable HTTP against a live `kbserver` app, next to a no-op tool.
 
-    python -m bench.mcp [--calls 200] [--workers 4] [--docs 300] [--mode auto|legacy]
+    python -m bench.mcp [--calls 200] [--workers 4] [--docs 300] [--mode auto|legacy] [--auth-only]
 
 Starts the full app (create_app, as `kbserver serve` builds it) under uvicorn in a subprocess on a free
 loopback port, with one extra tool, `noop`, that only this benchmark registers. Then drives it with the
@@ -8,6 +8,10 @@ SDK's own client (httpx2): `--calls` calls per tool, first from one client in se
 `--workers` clients at once (each its own connection and session). Prints p50/p95/p99 latency and
 calls/s per tool. write_context appends a line to a file of its own per client (one version per
 call, fsync on); search_context searches a KB of `--docs` generated notes.
+
+The same agent also holds an OAuth access token (a connection, as the consent page makes one): the
+`noop` rows with each token, interleaved round by round, give the per-call cost of an OAuth token
+against a static one; the token check alone is timed in this process too (`--auth-only`: just these).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from contextlib import contextmanager
 from typing import Any
 
 TOKEN = "bench-admin-token"
+PUBLIC = "http://localhost:9"  # the public URL (loopback http may be an issuer): tokens bound to PUBLIC/mcp
 WORDS = (
     "memory agent note user prefers tea meeting project deadline review branch merge commit deploy server "
     "client request response cache token session schedule morning evening weekly report design test failure "
@@ -68,8 +73,26 @@ def _serve(data: str, port: int) -> None:
         services.close()
 
 
-def _setup(data: Path, docs: int, workers: int) -> str:
-    """KB `bench` with `docs` notes and a file per client; returns the agent's token."""
+def _oauth_token(services: Any, agent: str) -> str:
+    """An OAuth access token of a connection acting as `agent` (what Allow on the consent page and
+    the token endpoint make), bound to PUBLIC/mcp."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from kbserver.services import connections
+    from kbserver.services.auth import ADMIN
+
+    callback = "http://127.0.0.1:9/callback"
+    connections.register(
+        services, {"client_id": "bench", "client_name": "Bench", "redirect_uris": [callback]}
+    )
+    pending = connections.Pending("bench", callback, True, "c", None, PUBLIC + "/mcp", (), time.time() + 60)
+    url = connections.allow(services, ADMIN, pending, PUBLIC, agent, "", {})
+    code = parse_qs(urlsplit(url).query)["code"][0]
+    return connections.exchange_code(services, code, ()).access
+
+
+def _setup(data: Path, docs: int, workers: int) -> tuple[str, str]:
+    """KB `bench` with `docs` notes and a file per client; returns the agent's static and OAuth tokens."""
     from kbserver.services import agents, kbs
     from kbserver.services.auth import ADMIN
     from kbserver.wiring import open_services
@@ -91,7 +114,7 @@ def _setup(data: Path, docs: int, workers: int) -> str:
         kbs.import_folder(services, ADMIN, "bench", folder, description="benchmark KB")
         _, token = agents.create(services, ADMIN, "bencher")
         agents.link(services, ADMIN, "bencher", "bench", "read_write")
-        return token
+        return token, _oauth_token(services, "bencher")
     finally:
         services.close()
 
@@ -219,9 +242,51 @@ async def _drive(
     return samples, wall
 
 
+async def _noop_call(client: Any, w: int, i: int) -> Any:
+    return await client.call_tool("noop", {})
+
+
+async def _tokens_side_by_side(url: str, tokens: dict[str, str], mode: str, calls: int) -> list[str]:
+    """`noop` with each token, sequentially, in 10 interleaved rounds (so drift hits both alike)."""
+    samples: dict[str, list[float]] = {name: [] for name in tokens}
+    for _ in range(10):
+        for name, token in tokens.items():
+            got, _wall = await _drive(url, token, mode, max(1, calls // 10), 1, _noop_call)
+            samples[name] += got
+    rows = []
+    for name, got in samples.items():
+        p50, p95 = percentiles(got, 50, 95)
+        rows.append(
+            f"| noop, {name} | sequential | {p50:.2f} | {p95:.2f} | {statistics.mean(got) * 1000:.2f} |"
+        )
+    return rows
+
+
+def _check_cost(data: Path, tokens: dict[str, str], rounds: int = 2000) -> list[str]:
+    """The token check alone (KBTokenVerifier._verify, what /mcp runs per request), in this process,
+    on the same control store: microseconds per check, median of 5 runs of `rounds` checks."""
+    from kbserver.mcp.http import KBTokenVerifier
+    from kbserver.wiring import open_services
+
+    services = open_services(data)
+    try:
+        verifier = KBTokenVerifier(services, TOKEN, PUBLIC + "/mcp")
+        rows = []
+        for name, token in tokens.items():
+            runs = []
+            for _ in range(5):
+                start = time.perf_counter()
+                for _ in range(rounds):
+                    verifier._verify(token, None)
+                runs.append((time.perf_counter() - start) / rounds * 1e6)
+            rows.append(f"| check, {name} | {statistics.median(runs):.0f} µs |")
+        return rows
+    finally:
+        services.close()
+
+
 async def _bench(url: str, token: str, mode: str, calls: int, workers: int) -> list[str]:
-    async def noop_call(client: Any, w: int, i: int) -> Any:
-        return await client.call_tool("noop", {})
+    noop_call = _noop_call
 
     async def write_call(client: Any, w: int, i: int) -> Any:
         return await client.call_tool(
@@ -259,6 +324,7 @@ def main() -> None:
     parser.add_argument(
         "--mode", default="auto", help="client mode: auto (2026-07-28, sessionless) or legacy"
     )
+    parser.add_argument("--auth-only", action="store_true", help="only the static-against-OAuth-token rows")
     parser.add_argument("--serve", nargs=2, metavar=("DATA", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -267,15 +333,29 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory(prefix="kbbench-") as tmp:
         data = Path(tmp) / "data"
-        token = _setup(data, args.docs, args.workers)
-        with live_server(data) as url:
+        token, oauth = _setup(data, args.docs, args.workers)
+        tokens = {"static token": token, "OAuth token": oauth}
+        with live_server(data, settings={"public_url": PUBLIC}) as url:
             _wait_indexed(url)
-            rows = asyncio.run(_bench(url, token, args.mode, args.calls, args.workers))
+            side = asyncio.run(_tokens_side_by_side(url, tokens, args.mode, args.calls))
+            rows = (
+                [] if args.auth_only else asyncio.run(_bench(url, token, args.mode, args.calls, args.workers))
+            )
+        checks = _check_cost(data, tokens)
     print(f"\n{args.calls} calls per row, client mode {args.mode}, {args.docs} notes, {os.cpu_count()} CPUs")
-    print("| tool | clients | p50 ms | p95 ms | p99 ms | calls/s |")
-    print("|---|---|---|---|---|---|")
-    for row in rows:
+    print("| call | clients | p50 ms | p95 ms | mean ms |")
+    print("|---|---|---|---|---|")
+    for row in side:
         print(row)
+    print("\n| token check alone (in process) | per check |")
+    print("|---|---|")
+    for row in checks:
+        print(row)
+    if rows:
+        print("\n| tool | clients | p50 ms | p95 ms | p99 ms | calls/s |")
+        print("|---|---|---|---|---|---|")
+        for row in rows:
+            print(row)
 
 
 if __name__ == "__main__":
