@@ -89,6 +89,8 @@ def test_api_mcp_and_git_answer_401_with_retry_after(settings: Settings, service
                 assert answer.status_code == 401, (path, answer.text)
                 assert answer.headers["retry-after"] == str(auth.BEARER_RETRY_AFTER), path
                 body = answer.json()["error"]
+                if path == "/mcp":  # a JSON-RPC error: the contract's code and details in `data`
+                    body = {**body["data"], "message": body["message"]}
                 assert body["code"] == "unauthorized" and "too many" in body["message"], path
                 assert body["retry_after"] == auth.BEARER_RETRY_AFTER
 
