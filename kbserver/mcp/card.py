@@ -2,11 +2,10 @@
 
 - write_context names the card (`_meta.ui.resourceUri`, CARD_URI); a host with MCP Apps renders it with
   the call's result: the proposal's files, modes, diff against the current head, stale or not.
-- Approve / Reject call `approve_proposal`, a tool only the card uses (`_meta.ui.visibility: ["app"]`).
-  The card's calls travel on the agent's own connection, so its bearer token is the proposing agent's
-  and never authorises a decision: the person types the admin token into the card, and the tool checks
-  it as the HTTP API would (an admin's own MCP connection needs none). The agent can call the tool
-  too, but without the admin token it is refused (`forbidden`).
+- Approve opens the proposal's page in the web admin (`ui/open-link`, the public URL), where the person
+  signs in as themselves and decides; back in the chat the card asks `get_proposal` and shows the
+  outcome. The card never asks for a token, and no tool decides a proposal: the card's calls travel
+  on the proposing agent's own connection, which must never approve its own writes.
 - Clients without MCP Apps get the same as text, plus the URL of the proposal in the web admin.
 """
 
@@ -24,7 +23,6 @@ from kbserver.services import Services, asks
 
 __all__ = [
     "CARD_META",
-    "CARD_TOOL_META",
     "CARD_URI",
     "approval",
     "approval_result",
@@ -35,8 +33,6 @@ __all__ = [
 CARD_URI = "ui://kbserver/proposal-card.html"
 CARD_META: dict[str, Any] = {"ui": {"resourceUri": CARD_URI}}
 """The `_meta` of write_context: its result is shown in the card."""
-CARD_TOOL_META: dict[str, Any] = {"ui": {"resourceUri": CARD_URI, "visibility": ["app"]}}
-"""The `_meta` of approve_proposal: for the card, not the model."""
 
 
 def card_apps() -> Apps:

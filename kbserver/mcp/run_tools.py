@@ -1,31 +1,27 @@
-"""The tools every agent has, whatever its tool sets: start_run, get_proposal and approve_proposal (the
-approval card's; see kbserver.mcp.card)."""
+"""The tools every agent has, whatever its tool sets: start_run and get_proposal. None of them decides a
+proposal: a person approves in the web admin (the approval card opens it; see kbserver.mcp.card)."""
 
 # No `from __future__ import annotations` here: the SDK reads the tools' annotations at registration.
 
 import inspect
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
-from kbserver.core.errors import Unauthorized
-from kbserver.core.model import Caller
-from kbserver.mcp.card import CARD_TOOL_META
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.instructions import MEMORY_RULES
-from kbserver.mcp.schemas import DecisionOutput, ProposalOutput, StartRunOutput
+from kbserver.mcp.schemas import ProposalOutput, StartRunOutput
 from kbserver.services import asks, runs
-from kbserver.services.auth import authenticate
 
 if TYPE_CHECKING:
     from kbserver.mcp.binding import Binding
 
 __all__ = ["RUN_TOOL_NAMES", "run_tools"]
 
-RUN_TOOL_NAMES = ("start_run", "get_proposal", "approve_proposal")
+RUN_TOOL_NAMES = ("start_run", "get_proposal")
 """Tools of every agent, outside the tool sets (CONTRACT.md §4: runs do not depend on MCP sessions)."""
 
 
@@ -82,49 +78,14 @@ def run_tools(binding: "Binding") -> list[Tool]:
         again on the current file). Returns {id, kb, status, version?, reason?, files}."""
         return ok_result(asks.status(services, binding.caller(), id))
 
-    def approve_proposal(
-        id: Annotated[str, Field(min_length=1, max_length=64, description="The proposal's id (prop_...).")],
-        decision: Literal["approve", "reject"],
-        admin_token: Annotated[
-            str | None,
-            Field(max_length=1000, description="The admin token, typed by the person into the card."),
-        ] = None,
-        reason: Annotated[str | None, Field(max_length=1000, description="Why (rejections).")] = None,
-    ) -> Annotated[CallToolResult, DecisionOutput]:
-        """For the approval card only: the person's decision on a proposal. Needs the admin token; an
-        agent's own token never approves. Returns {id, status, version?}."""
-        caller = binding.caller()
-        by_admin = caller.is_admin or _is_admin_token(binding, admin_token, caller.actor)
-        return ok_result(asks.decide(services, caller, id, decision, reason, by_admin=by_admin))
-
     return [
         _tool(start_run, "Start a run (pin a snapshot)", ToolAnnotations(read_only_hint=False)),
-        _tool(
-            approve_proposal,
-            "Approve or reject a proposal (approval card)",
-            ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False),
-            CARD_TOOL_META,
-        ),
         _tool(
             get_proposal,
             "What became of a proposal",
             ToolAnnotations(read_only_hint=True, idempotent_hint=False, open_world_hint=False),
         ),
     ]
-
-
-def _is_admin_token(binding: "Binding", token: str | None, agent: str) -> bool:
-    """Whether `token` is the admin token (checked as the HTTP API checks bearer tokens, its failures
-    counted per agent: an agent guessing the admin token here is throttled as a client is)."""
-    if not token or binding.admin_token is None:
-        return False
-    try:
-        who: Caller = authenticate(binding.services, token, binding.admin_token, f"agent {agent}")
-    except Unauthorized as err:
-        if "retry_after" in err.details:
-            raise  # too many wrong admin tokens from this agent: say so, not just "not the admin"
-        return False
-    return who.is_admin
 
 
 def _tool(

@@ -8,7 +8,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
     "ERROR_SCHEMA",
-    "DecisionOutput",
     "FileInfo",
     "ListOutput",
     "ProposalInfo",
@@ -160,11 +159,3 @@ class ProposalOutput(_Output):
     diff: list[dict[str, Any]] | None = Field(
         default=None, description="[{path, change, patch}]: what approving it now would change (pending)"
     )
-
-
-class DecisionOutput(_Output):
-    """approve_proposal's answer."""
-
-    id: str
-    status: str = Field(description="approved or rejected")
-    version: str | None = Field(default=None, description="the version the approval made")

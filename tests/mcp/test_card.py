@@ -1,4 +1,4 @@
-"""The approval card (MCP Apps): its ui:// resource, write_context's result, and the card's tool."""
+"""The approval card (MCP Apps): its ui:// resource and write_context's result; no tool decides."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import pytest
 from mcp import Client
 
 from kbserver.mcp.card import CARD_URI
-from kbserver.services import Services, agents, versions
+from kbserver.services import Services, agents, proposals, versions
 from kbserver.services.auth import ADMIN
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
-from tests.mcp.clients import error, http_client, ok
+from tests.mcp.clients import http_client, ok
 
 pytestmark = pytest.mark.anyio
 
@@ -40,7 +40,7 @@ async def test_the_card_is_an_mcp_app(http_url: str, services: Services, kb: str
     async with _connect(http_url, services, "asker", mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["write_context"].meta == {"ui": {"resourceUri": CARD_URI}}
-        assert tools["approve_proposal"].meta == {"ui": {"resourceUri": CARD_URI, "visibility": ["app"]}}
+        assert not any("approve" in name or "reject" in name for name in tools)  # no tool decides
         listed = {str(r.uri) for r in (await client.list_resources()).resources}
         assert (
             CARD_URI not in listed
@@ -48,7 +48,8 @@ async def test_the_card_is_an_mcp_app(http_url: str, services: Services, kb: str
         card = (await client.read_resource(CARD_URI)).contents[0]
         assert card.mime_type == APP_MIME
         html = card.text  # type: ignore[union-attr]
-        assert "ui/initialize" in html and "approve_proposal" in html and "innerHTML" not in html
+        assert "ui/initialize" in html and "ui/open-link" in html and "innerHTML" not in html
+        assert "approve_proposal" not in html and 'type="password"' not in html  # never asks for a token
 
         raw = await _propose_raw(client)
         result = ok(raw)
@@ -64,55 +65,29 @@ async def test_the_card_is_an_mcp_app(http_url: str, services: Services, kb: str
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_cards_tool_needs_the_admin_token(
+async def test_the_agent_cannot_decide_its_own_proposal(
     http_url: str, services: Services, kb: str, mode: str
 ) -> None:
+    """No tool approves: a forged call is an unknown tool; the person decides in the web admin and
+    the card, asking get_proposal, shows the outcome."""
     make_agent(services, "asker", {kb: "read_write_ask"})
-    make_agent(services, "eve", {kb: "read_write_ask"})
-    _, eve_token = agents.rotate(services, ADMIN, "eve")
-    _, asker_token = agents.rotate(services, ADMIN, "asker")
-    async with http_client(http_url, {"Authorization": f"Bearer {asker_token}"}, mode=mode) as asker:
+    async with _connect(http_url, services, "asker", mode) as asker:
         pid = (await _propose(asker))["proposal"]["id"]
-    before = state(services, kb)
-    async with http_client(http_url, {"Authorization": f"Bearer {asker_token}"}, mode=mode) as asker:
-        # The proposing agent forges the card's call: without the admin token, with its own, with another's.
-        for token in (None, asker_token, eve_token, "kba_guess", ""):
-            args: dict[str, Any] = {"id": pid, "decision": "approve"}
-            if token is not None:
-                args["admin_token"] = token
-            err = error(await asker.call_tool("approve_proposal", args))
-            assert err["code"] == "forbidden" and "admin token" in err["message"], token
-            assert state(services, kb) == before
+        before = state(services, kb)
+        for name in ("approve_proposal", "reject_proposal"):
+            forged = await asker.call_tool(
+                name, {"id": pid, "decision": "approve", "admin_token": ADMIN_TOKEN}
+            )
+            assert forged.is_error and state(services, kb) == before
         assert ok(await asker.call_tool("get_proposal", {"id": pid}))["status"] == "pending"
-        bad = {"id": pid, "decision": "merge", "admin_token": ADMIN_TOKEN}
-        assert error(await asker.call_tool("approve_proposal", bad))["code"] == "invalid_request"
-
-        # The person types the admin token into the card: approved, authored by the agent, run kept.
-        done = ok(
-            await asker.call_tool(
-                "approve_proposal", {"id": pid, "decision": "approve", "admin_token": ADMIN_TOKEN}
-            )
-        )
-        head = services.repos.repo(kb).head()
-        assert done == {"id": pid, "status": "approved", "version": head}
-        latest = versions.listing(services, ADMIN, kb, limit=1).versions[0]
-        assert latest.kind == "approval" and latest.author == "agent:asker" and latest.run
+        proposals.approve(services, ADMIN, kb, pid)  # what Approve on the admin's proposal page does
         assert ok(await asker.call_tool("get_proposal", {"id": pid}))["status"] == "approved"
-        again = {"id": pid, "decision": "reject", "admin_token": ADMIN_TOKEN}
-        assert error(await asker.call_tool("approve_proposal", again))["code"] == "not_pending"
-    async with _connect(
-        http_url, services, "eve", mode
-    ) as eve:  # another agent's proposal, even with the token
-        err = error(
-            await eve.call_tool(
-                "approve_proposal", {"id": pid, "decision": "reject", "admin_token": ADMIN_TOKEN}
-            )
-        )
-        assert err["code"] == "not_found"
+    latest = versions.listing(services, ADMIN, kb, limit=1).versions[0]
+    assert latest.kind == "approval" and latest.author == "agent:asker"
     git_fsck(services.repos.path(kb))
 
 
-async def test_the_card_rejects_and_refuses_stale(http_url: str, services: Services, kb: str) -> None:
+async def test_the_card_shows_stale_and_rejected(http_url: str, services: Services, kb: str) -> None:
     make_agent(services, "asker", {kb: "read_write_ask"})
     make_agent(services, "bob", {kb: "read_write"})
     async with _connect(http_url, services, "asker", "auto") as asker:
@@ -127,19 +102,7 @@ async def test_the_card_rejects_and_refuses_stale(http_url: str, services: Servi
         stale = ok(await asker.call_tool("get_proposal", {"id": second}))
         assert stale["status"] == "stale" and stale["reason"].startswith("already_exists: ")
         before = state(services, kb)
-        err = error(
-            await asker.call_tool(
-                "approve_proposal", {"id": second, "decision": "approve", "admin_token": ADMIN_TOKEN}
-            )
-        )
-        assert err["code"] == "already_exists" and state(services, kb) == before
-        rejected = ok(
-            await asker.call_tool(
-                "approve_proposal",
-                {"id": first, "decision": "reject", "admin_token": ADMIN_TOKEN, "reason": "not now"},
-            )
-        )
-        assert rejected == {"id": first, "status": "rejected"}
+        proposals.reject(services, ADMIN, kb, first, "not now")  # the person, in the web admin
         shown = ok(await asker.call_tool("get_proposal", {"id": first}))
         assert (shown["status"], shown["reason"]) == ("rejected", "not now")
         assert state(services, kb) == before

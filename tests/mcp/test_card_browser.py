@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from kbserver.mcp.card import CARD_URI
-from kbserver.services import Services, agents
+from kbserver.services import Services, agents, proposals
 from kbserver.services.auth import ADMIN
-from tests.helpers import ADMIN_TOKEN, make_agent, state
+from tests.helpers import make_agent, state
 from tests.mcp.clients import http_client, ok
 
 async_api = pytest.importorskip("playwright.async_api")
@@ -91,25 +91,21 @@ async def test_approve_in_the_card(http_url: str, services: Services, kb: str) -
                 assert "an <b>idea</b>" in await card.locator("pre").first.inner_text()  # text, not HTML
                 assert await card.locator("b").count() == 0
 
-                await card.get_by_role("button", name="Approve").click()
-                await card.get_by_text("Enter the admin token first.").wait_for()
-                await card.get_by_label("Admin token").fill(token)  # the agent's own token: refused
-                await card.get_by_role("button", name="Approve").click()
-                await card.get_by_text("forbidden: only the admin approves").wait_for()
-                assert state(services, kb) == before
+                assert await card.locator("input[type=password]").count() == 0  # never asks for a token
+                await card.get_by_role("button", name="Approve or reject in kbserver").click()
+                await card.get_by_text("Opened in kbserver").wait_for()
+                opened = await page.evaluate("window.opened")
+                assert opened == f"{http_url}/admin/kbs/{kb}/proposals#p-{pid}", opened
+                assert state(services, kb) == before  # opening decides nothing
 
-                await card.get_by_label("Admin token").fill(ADMIN_TOKEN)
-                await card.get_by_role("button", name="Approve").click()
-                head_text = card.get_by_text("Approved as version ")
-                await head_text.first.wait_for()
+                proposals.approve(services, ADMIN, kb, pid)  # the person, on the page the card opened
+                inner = next(f for f in page.frames if f != page.main_frame)
+                await inner.evaluate('window.dispatchEvent(new Event("focus"))')  # back in the chat
+                await card.get_by_text(f"Proposal {pid} for KB {kb}: approved").wait_for()
                 head = services.repos.repo(kb).head()
                 assert head is not None and head != before[0]
-                assert f"Approved as version {head}." in await card.locator("#outcome").inner_text()
-                await card.get_by_text(f"Proposal {pid} for KB {kb}: approved").wait_for()
-                assert await card.get_by_label("Admin token").input_value() == ""  # not kept in the card
-
                 calls = await page.evaluate("window.calls")
-                assert calls.count("approve_proposal") == 2 and "get_proposal" in calls
+                assert set(calls) == {"get_proposal"}, calls  # the card only reads
             finally:
                 await browser.close()
         assert ok(await asker.call_tool("get_proposal", {"id": pid}))["status"] == "approved"

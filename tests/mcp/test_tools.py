@@ -26,7 +26,6 @@ EXPECTED_ARGS = {
 RUN_TOOLS = {
     "start_run": ({"kbs", "interactive"}, set()),
     "get_proposal": ({"id"}, {"id"}),
-    "approve_proposal": ({"id", "decision", "admin_token", "reason"}, {"id", "decision"}),
 }
 
 
