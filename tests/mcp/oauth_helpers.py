@@ -99,7 +99,7 @@ def browse_consent(url: str, callback: str, consent: Consent) -> str:
             assert response is not None
             if "/admin/login" in page.url:
                 page.fill("#token", ADMIN_TOKEN)
-                page.click("form.stack button[type=submit]")
+                page.get_by_role("button", name="Log in", exact=True).click()
             page.wait_for_url(re.compile(r".*/admin/connect\?request=.*"), timeout=30_000)
             reloaded = page.request.get(page.url)
             consent.seen["csp"] = reloaded.headers.get("content-security-policy", "")
