@@ -70,7 +70,8 @@ class Consent:
     agent: str = ""  # "" a new agent
     name: str | None = None  # the new agent's name; None keeps the proposed one
     permissions: dict[str, str] = field(default_factory=dict)
-    seen: dict[str, Any] = field(default_factory=dict)  # what the page showed: text, CSP
+    seen: dict[str, Any] = field(default_factory=dict)  # what the page showed: text, CSP, choices
+    login: tuple[str, str] | None = None  # a person's email and password; None: the admin token
 
 
 def pkce() -> tuple[str, str]:
@@ -97,13 +98,21 @@ def browse_consent(url: str, callback: str, consent: Consent) -> str:
             page.route(re.compile("^" + re.escape(callback)), catch)
             response = page.goto(url)
             assert response is not None
-            if "/admin/login" in page.url:
+            if "/admin/login" in page.url and consent.login is None:
                 page.fill("#token", ADMIN_TOKEN)
                 page.get_by_role("button", name="Log in", exact=True).click()
+            elif "/admin/login" in page.url:
+                page.get_by_label("Email").fill(consent.login[0])
+                page.get_by_label("Password").fill(consent.login[1])
+                page.get_by_role("button", name="Sign in", exact=True).click()
             page.wait_for_url(re.compile(r".*/admin/connect\?request=.*"), timeout=30_000)
             reloaded = page.request.get(page.url)
             consent.seen["csp"] = reloaded.headers.get("content-security-policy", "")
             consent.seen["text"] = page.inner_text("main") if page.locator("main").count() else page.content()
+            consent.seen["choices"] = {
+                sel.get_attribute("id"): sel.locator("option").all_inner_texts()
+                for sel in page.locator("select[id^=kb-]").all()
+            }
             if consent.agent:
                 page.select_option("#agent", consent.agent)
             if consent.name is not None:

@@ -13,7 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from kbserver.config import Settings
-from kbserver.services import Services, connections, kbs
+from kbserver.services import Services, connections, kbs, people
 from kbserver.services.auth import ADMIN
 from tests.helpers import git_fsck
 from tests.mcp.clients import ok
@@ -89,3 +89,24 @@ async def test_revoked_connection_and_deleted_agent_stop_at_the_next_request(
                 connections.revoke(services, ADMIN, grant.id)
                 with pytest.raises(MCPError, match="unauthorized"):
                     await client.call_tool("list_context_files", {"kb": "notes"})
+
+
+async def test_a_viewer_connects_a_chat_that_may_only_read(settings: Settings, services: Services) -> None:
+    """Signed in as a viewer (email and password), the consent page offers `read` only, and the
+    connection is recorded as the viewer's."""
+    kbs.create(services, ADMIN, "notes", "Team notes")
+    people.create(services, ADMIN, "vera", "vera@example.org", "viewer", [], "a long pass phrase 42")
+    consent = Consent(name="vera-chat", login=("vera@example.org", "a long pass phrase 42"))
+    with oauth_server(settings, services) as base:
+        auth, _storage = sdk_oauth(base, consent)
+        async with httpx2.AsyncClient(auth=auth, timeout=httpx2.Timeout(60)) as hc:
+            async with Client(streamable_http_client(f"{base}/mcp", http_client=hc)) as client:
+                ok(await client.call_tool("list_context_files", {"kb": "notes"}))
+                change = {"kb": "notes", "files": [{"path": "x.md", "mode": "create", "content": "x\n"}]}
+                assert (await client.call_tool("write_context", change)).is_error  # read only
+    assert consent.seen["choices"] == {"kb-notes": ["no access", "read"]}
+    assert "signed in as vera" in consent.seen["text"]
+    agent = services.control.agent("vera-chat")
+    assert agent is not None and agent.links == {"notes": "read"}
+    (grant,) = connections.listing(services, ADMIN)["vera-chat"]
+    assert grant.person == "vera"
