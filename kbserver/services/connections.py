@@ -21,7 +21,7 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 from kbserver.control import GrantRow
-from kbserver.core.errors import InvalidRequest, NotFound
+from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller, Permission
 from kbserver.services import agents, client_metadata
 from kbserver.services.auth import ADMIN, agent_caller
@@ -373,10 +373,12 @@ def listing(services: Services, person: Caller) -> dict[str, list[GrantRow]]:
 
 
 def revoke(services: Services, person: Caller, grant_id: str) -> GrantRow:
-    """End a connection (its tokens stop at their next request). Raises NotFound."""
+    """End a connection (its tokens stop at their next request). Raises NotFound, Forbidden."""
     grant = services.control.grant(grant_id)
-    if grant is None or grant.revoked is not None or not (person.is_admin or grant.person == person.person):
+    if grant is None or grant.revoked is not None:
         raise NotFound(f"connection {grant_id} does not exist or was revoked already", id=grant_id)
+    if not (person.is_admin or (person.person is not None and grant.person == person.person)):
+        raise Forbidden("only an owner, or the person who allowed it, may revoke a connection", id=grant_id)
     services.control.revoke_grant(grant_id, time.time())
     return grant
 

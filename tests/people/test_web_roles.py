@@ -4,6 +4,7 @@ answer, the rest 403 and change nothing)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -11,10 +12,10 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from kbserver.services import Services, people
+from kbserver.services import Services, connections, people
 from kbserver.services.auth import ADMIN
 from kbserver.web.session import LoginLimiter
-from tests.helpers import git_fsck, make_agent
+from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent
 from tests.people.conftest import PASSWORD, ROLES, allowed, count, new_agent, proposal, snapshot, write
 from tests.web.session import csrf_of
 
@@ -185,6 +186,39 @@ ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
         lambda s, k: (f"/kbs/{k}/proposals/{proposal(s, k)}/reject", {"reason": "no"}),
     ),
 }
+
+
+def _pending(services: Services) -> str:
+    """A signed authorization request of a registered client (what /authorize sends to /connect)."""
+    callback = "http://127.0.0.1:9/cb"
+    connections.register(
+        services, {"client_id": "roles-chat", "client_name": "Chat", "redirect_uris": [callback]}
+    )
+    pending = connections.Pending(
+        "roles-chat", callback, True, "c", None, "http://h/mcp", (), time.time() + 600
+    )
+    return connections.start(connections.request_key(ADMIN_TOKEN), pending)
+
+
+def _connection(services: Services) -> str:
+    """A connection the admin allowed: the path of its Revoke."""
+    blob = _pending(services)
+    pending = connections.pending(connections.request_key(ADMIN_TOKEN), blob)
+    connections.allow(services, ADMIN, pending, "http://h", None, f"chat-{next(count)}", {})
+    return f"/connections/{services.control.grants()[-1].id}/revoke"
+
+
+ROUTES.update(
+    {
+        # any signed-in person may connect a chat, within what their role may grant (tests/mcp)
+        ("GET", "/connect"): ("read", lambda s, k: (f"/connect?request={_pending(s)}", None)),
+        ("POST", "/connect"): (
+            "read",
+            lambda s, k: ("/connect", {"request": _pending(s), "decision": "deny"}),
+        ),
+        ("POST", "/connections/{id}/revoke"): ("owner", lambda s, k: (_connection(s), {})),
+    }
+)
 SIGN_IN = {  # tested above and in test_sso.py, for everyone
     ("GET", "/login"),
     ("POST", "/login"),
