@@ -22,6 +22,7 @@ from kbserver.api.errors import EXCEPTION_HANDLERS
 from kbserver.api.observe import Metrics, ObserveMiddleware, metrics_endpoint
 from kbserver.config import Settings, admin_token
 from kbserver.core import threads
+from kbserver.core.clients import ForwardedMiddleware, TrustedProxies
 from kbserver.core.errors import AlreadyExists
 from kbserver.gitweb import git_app
 from kbserver.mcp import mount_mcp
@@ -180,4 +181,6 @@ def create_app(
     app.state.settings = settings
     app.state.openapi = openapi_document()
     app.add_middleware(ObserveMiddleware, metrics=metrics, router=app.router)
+    if settings.trusted_proxies:  # outermost: the logs, the limiters and every page see the client
+        app.add_middleware(ForwardedMiddleware, proxies=TrustedProxies(settings.trusted_proxies))
     return app

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from kbserver.core.clients import parse_proxies
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Limits
 from kbserver.core.threads import DEFAULT_THREADS
@@ -139,8 +140,9 @@ class Settings(BaseModel):
     )
     trusted_proxies: list[str] = Field(
         default_factory=list,
-        description="addresses of the reverse proxies whose X-Forwarded-For/-Proto to believe "
-        "(comma-separated; `*` for any); empty: the socket's peer is the client",
+        description="addresses or CIDRs of the reverse proxies whose X-Forwarded-For (or Forwarded) "
+        "and X-Forwarded-Proto to believe (comma-separated; `*` for any): the client is the rightmost "
+        "address that is not one of them; empty: the socket's peer is the client",
     )
     secure_cookies: bool = Field(
         default=False,
@@ -237,6 +239,12 @@ class Settings(BaseModel):
             return self.public_url
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}"
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _proxies(cls, value: list[str]) -> list[str]:
+        parse_proxies(value)  # raises ValueError naming the bad entry
+        return value
 
     @field_validator("embedder")
     @classmethod

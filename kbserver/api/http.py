@@ -16,7 +16,7 @@ from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.core.inputs import check_input
 from kbserver.core.model import Caller
 from kbserver.services import Services
-from kbserver.services.auth import authenticate
+from kbserver.services.auth import authenticate, client_address
 
 __all__ = [
     "MAX_BODY_BYTES",
@@ -52,7 +52,7 @@ def bearer(request: Request) -> str | None:
 
 async def caller(request: Request) -> Caller:
     """The authenticated caller. Raises Unauthorized."""
-    address = request.client.host if request.client else None
+    address = client_address(request.scope)
     who = await call(
         authenticate, services_of(request), bearer(request), request.app.state.admin_token, address, True
     )

@@ -111,15 +111,9 @@ def serve(args: argparse.Namespace) -> int:
                     child.stop()
 
         # log_config=None: uvicorn's loggers go through the one JSON handler (kbserver.logs).
-        # Forwarded headers only from the proxies named (uvicorn would believe any from loopback).
-        proxies = settings.trusted_proxies
+        # Forwarded headers are read by the app, only from the proxies named (kbserver.core.clients).
         config = uvicorn.Config(
-            app,
-            access_log=False,
-            log_level="warning",
-            log_config=None,
-            proxy_headers=bool(proxies),
-            forwarded_allow_ips=proxies or [],
+            app, access_log=False, log_level="warning", log_config=None, proxy_headers=False
         )
         if child is not None:
             child.start()  # after the sample's import: the child finds it on its first look

@@ -10,6 +10,7 @@ from starlette.responses import Response
 
 from kbserver.core import threads
 from kbserver.services import people
+from kbserver.services.auth import client_address
 from kbserver.web.page import admin_form, login_form, render, see_other, services_of
 from kbserver.web.session import LoginLimiter, log_in, log_out, matches, safe_next
 
@@ -28,7 +29,7 @@ def _sso(request: Request) -> bool:
 
 
 def _address(request: Request) -> str:
-    return request.client.host if request.client else "unknown"
+    return client_address(request.scope) or "unknown"
 
 
 async def login_page(request: Request) -> Response:
