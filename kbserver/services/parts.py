@@ -140,7 +140,7 @@ class Writer(Protocol):
         """Make `job`'s version on the head but point only `ref` (never main) at it."""
         ...
 
-    def locked(self) -> AbstractContextManager[None]:
+    def locked(self) -> AbstractContextManager[object]:
         """Hold the KB's writer lock: main does not move meanwhile (to settle a lease from it)."""
         ...
 

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-import fcntl
 import glob
 import logging
 import os
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from kbserver.core.errors import Busy
+from kbserver.store.lease import Lease, acquire
 
-__all__ = ["LOCK_STALE_SECONDS", "StaleWatch", "busy", "kb_lock", "recover_locks", "remove_if_same"]
+__all__ = [
+    "LOCK_STALE_SECONDS",
+    "StaleWatch",
+    "busy",
+    "kb_lock",
+    "recover_locks",
+    "refused",
+    "remove_if_same",
+]
 
 log = logging.getLogger("kbserver.store.writer")
 
@@ -27,58 +34,25 @@ def busy(repo_path: str, wait: float) -> Busy:
 
 
 @contextmanager
-def kb_lock(repo_path: str, wait: float | None = None) -> Iterator[None]:
-    """Hold the KB's cross-process writer lock (`kbserver.lock`); the kernel drops it if we die.
-
-    With `wait`, raises Busy when the lock is not ours within that many seconds.
-    """
-    fd = os.open(os.path.join(repo_path, "kbserver.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+def kb_lock(repo_path: str, wait: float | None = None) -> Iterator[Lease]:
+    """Hold the KB's cross-process writer lease (store.lease: the flock on `kbserver.lock` and a
+    fencing token; the kernel drops the flock if we die, a holder frozen past STALE_SECONDS is
+    taken over). With `wait`, raises Busy when it is not ours within that many seconds."""
+    lease = acquire(repo_path, wait, busy(repo_path, wait or 0))
     try:
-        if wait is None:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        else:
-            _flock_within(fd, wait, repo_path)
-        try:
-            yield
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        yield lease
     finally:
-        os.close(fd)
+        lease.release()
 
 
-def _flock_within(fd: int, wait: float, repo_path: str) -> None:
-    """flock(2) has no timeout: a helper thread blocks in it (the kernel wakes it when the lock
-    frees, no polling) while the caller waits at most `wait`. The helper locks through a dup of
-    `fd` (the same open file, so the same lock); a helper whose caller gave up unlocks at once."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except BlockingIOError:
-        pass
-    helper_fd = os.dup(fd)
-    got = threading.Event()
-    guard = threading.Lock()
-    abandoned = [False]
-
-    def take() -> None:
-        try:
-            fcntl.flock(helper_fd, fcntl.LOCK_EX)
-            with guard:
-                if abandoned[0]:
-                    fcntl.flock(helper_fd, fcntl.LOCK_UN)
-                else:
-                    got.set()
-        finally:
-            os.close(helper_fd)  # the caller's `fd` keeps the open file (and its lock)
-
-    threading.Thread(target=take, name="kbserver-flock", daemon=True).start()
-    if got.wait(wait):
-        return
-    with guard:
-        if got.is_set():
-            return
-        abandoned[0] = True
-    raise busy(repo_path, wait)
+def refused(repo_path: str) -> Busy:
+    """A write whose lease was taken over (its process did not progress): nothing of it committed."""
+    name = os.path.basename(repo_path).removesuffix(".git")
+    return Busy(
+        f"KB {name} is busy: this write's lock was taken over while its process did not progress; "
+        "nothing was committed; retry",
+        retry_after=1,
+    )
 
 
 def recover_locks(repo_path: str) -> list[str]:

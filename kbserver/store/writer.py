@@ -10,7 +10,6 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 
-from dulwich.file import FileLocked, GitFile
 from dulwich.index import (
     validate_path,
     validate_path_element_default,
@@ -24,8 +23,18 @@ from dulwich.refs import DiskRefsContainer, Ref
 from kbserver.core.errors import AlreadyExists, Busy, InvalidRequest, KBError
 from kbserver.core.paths import parent_dirs
 from kbserver.store.durable import fsync_path, sync_files
-from kbserver.store.locks import LOCK_STALE_SECONDS, StaleWatch, busy, kb_lock, recover_locks, remove_if_same
+from kbserver.store.lease import Lease
+from kbserver.store.locks import (
+    LOCK_STALE_SECONDS,
+    StaleWatch,
+    busy,
+    kb_lock,
+    recover_locks,
+    refused,
+    remove_if_same,
+)
 from kbserver.store.packing import Packer
+from kbserver.store.refswap import RefLocked, StaleRefWriter, swap_main
 from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
 from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
 
@@ -151,7 +160,7 @@ class Writer:
         assert pending.outcome is not None
         return pending.outcome
 
-    def locked(self) -> AbstractContextManager[None]:
+    def locked(self) -> AbstractContextManager[Lease]:
         """Hold the KB's writer lock: no process moves main meanwhile (to settle a lease from main).
 
         Raises Busy when the lock is not free within the writer's bound."""
@@ -162,7 +171,7 @@ class Writer:
 
         Raises the job's KBError, or AlreadyExists when `ref` exists.
         """
-        with kb_lock(self._repo.path, self._wait):
+        with kb_lock(self._repo.path, self._wait) as lease:
             head = self._repo.head()
             tip = self._repo.view(head)
             plan = job(tip)
@@ -172,6 +181,8 @@ class Writer:
             commit, _, objects = self._make_commit(head, tip.tree_id, plan)
             if self._fsync:
                 self._flush(objects)
+            if not lease.current():
+                raise refused(self._repo.path)
             if not self._repo.git.refs.add_if_new(Ref(ref.encode()), ObjectID(commit.encode())):
                 raise AlreadyExists(f"{ref} exists already", ref=ref)
             return commit, head, plan.result
@@ -200,14 +211,14 @@ class Writer:
                     self._leading = False
 
     def _run_batch(self, batch: list[_Pending]) -> None:
-        with kb_lock(self._repo.path, self._wait):
-            self._commit_batch(batch)
+        with kb_lock(self._repo.path, self._wait) as lease:
+            self._commit_batch(batch, lease)
         for p in batch:
             p.finish()
         written, self._loose_bytes = self._loose_bytes, 0
         self.packer.wrote(sum(1 for p in batch if p.outcome), written)
 
-    def _commit_batch(self, batch: list[_Pending]) -> None:
+    def _commit_batch(self, batch: list[_Pending], lease: Lease) -> None:
         deadline = time.monotonic() + self._wait
         while True:
             head = self._repo.head()
@@ -234,7 +245,7 @@ class Writer:
                 tip, tip_tree = commit, tree_id
             if tip != head:
                 assert tip is not None
-                if not self._move_main(head, tip, written):
+                if not self._move_main(head, tip, written, lease):
                     if time.monotonic() > deadline:
                         raise busy(self._repo.path, self._wait)
                     time.sleep(0.01)
@@ -294,31 +305,31 @@ class Writer:
         paths = [p for p in paths if os.path.exists(p)]  # packed ones need nothing
         sync_files(self._repo.path, paths, nameless=[lock] if lock else [])
 
-    def _move_main(self, old: str | None, new: str, written: list[bytes]) -> bool:
-        """Compare-and-swap main from `old` to `new`, making the `written` objects durable first."""
-        ref_lock = os.path.join(self._repo.path, MAIN.decode()) + ".lock"
+    def _move_main(self, old: str | None, new: str, written: list[bytes], lease: Lease) -> bool:
+        """Compare-and-swap main from `old` to `new`, making the `written` objects durable first
+        (store.refswap). Raises Busy when `lease` was taken over: its token is checked under the ref
+        lock, and a stale writer's rename is refused."""
+        ref = os.path.join(self._repo.path, MAIN.decode())
         deadline = time.monotonic() + self._wait
-        stale = StaleWatch(ref_lock)
+        stale = StaleWatch(ref + ".lock")
+        flush = (lambda mine: self._flush(written, lock=mine)) if self._fsync else None
         while True:
             try:
-                if old is None:  # the first version
-                    if self._fsync:
-                        self._flush(written)
-                    ok = self._repo.git.refs.add_if_new(MAIN, ObjectID(new.encode()))
-                else:
-                    ok = self._swap(old, new, written)
-            except FileLocked:
+                ok = swap_main(ref, self._read_main, old, new, lease, flush)
+            except StaleRefWriter:
+                raise refused(self._repo.path) from None
+            except (RefLocked, FileExistsError):
                 # Another program holds main.lock (C git, or a writer whose flock was lost): never
                 # remove it while it lives (its rename would fail: 1-5 of 300 racing writes did).
                 # Wait for it to go; only one left unchanged for LOCK_STALE_SECONDS is a crash's.
                 if stale.stale():
                     log.warning(
-                        "KB %s: removing %s, unchanged for %g s (left by a crash)",
+                        "KB %s: removing %s.lock, unchanged for %g s (left by a crash)",
                         self._repo.path,
-                        ref_lock,
+                        ref,
                         LOCK_STALE_SECONDS,
                     )
-                    remove_if_same(ref_lock, stale.seen)
+                    remove_if_same(ref + ".lock", stale.seen)
                 elif time.monotonic() > deadline:
                     return False
                 else:
@@ -326,32 +337,13 @@ class Writer:
                 continue
             if ok and self._fsync:  # the ref file is durable; its rename needs its folder
                 self._sync_ref()
-            return bool(ok)
+            return ok
 
-    def _swap(self, old: str, new: str, written: list[bytes]) -> bool:
-        """dulwich's `set_if_equals` for main, but with one flush for the objects and the new ref.
-
-        The same lock protocol as C git and dulwich (`main.lock`, created exclusively; FileLocked
-        when it exists), the same re-read under the lock. dulwich fsyncs the lock file by itself,
-        which costs a flush of its own (~4 ms here) after ours of the objects; writing the lock first
-        lets one flush cover both, and the rename onto main comes only after it. Main is never a
-        symbolic ref here, and no reflog is kept (as before: we never passed a reflog message).
-        """
+    def _read_main(self) -> bytes | None:
         refs = self._repo.git.refs
         assert isinstance(refs, DiskRefsContainer)
-        path = os.fsdecode(refs.refpath(MAIN))
-        with GitFile(path, "wb", fsync=False) as f:  # raises FileLocked
-            current = refs.read_loose_ref(MAIN)
-            if current is None:
-                current = refs.get_packed_refs().get(MAIN)
-            if current != old.encode():
-                f.abort()
-                return False
-            f.write(new.encode() + b"\n")
-            if self._fsync:
-                f.flush()
-                self._flush(written, lock=path + ".lock")
-        return True  # closing renamed main.lock onto main
+        current = refs.read_loose_ref(MAIN)
+        return current if current is not None else refs.get_packed_refs().get(MAIN)
 
     def _sync_ref(self) -> None:
         """Flush the folder of main after it moved. Main has moved, so this must not fail the

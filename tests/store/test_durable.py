@@ -4,6 +4,7 @@ its folder; never the whole file system (syncfs) and nothing of anyone else's.""
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -47,12 +48,13 @@ def test_a_commit_fsyncs_its_objects_their_folders_and_the_ref(
         assert path in synced and os.path.dirname(path) in synced, sha
     assert objects in synced  # an objects/xx folder may be new: its name is in `objects`
     heads = os.path.join(root, "refs", "heads")
-    assert os.path.join(heads, "main.lock") in synced and heads in synced  # the ref, then its folder
-    assert os.path.join(heads, "main") not in synced  # flushed as main.lock already: once is enough
+    (ref_file,) = [p for p in synced if re.fullmatch(r"main\.f\d+\.lock", os.path.basename(p))]
+    assert os.path.dirname(ref_file) == heads and heads in synced  # the new ref's file, then its folder
+    assert os.path.join(heads, "main") not in synced  # flushed as its own file already: once is enough
     # Its folder once, after the rename: main.lock's own name never needs to be durable (it is
     # renamed onto main, and only main's name in the folder matters).
     assert synced.count(heads) == 1 and locked_then == [False]
-    assert synced.index(heads) > synced.index(os.path.join(heads, "main.lock"))
+    assert synced.index(heads) > synced.index(ref_file)
     assert all(p.startswith(root) for p in synced)  # nothing outside the repository
     assert str(other) not in synced
     git_fsck(repos.path("demo"))
