@@ -271,7 +271,14 @@ def approve(services: Services, caller: Caller, slug: str, proposal_id: str) -> 
             message=req.message,
             run_id=p.run_id,
             default_subject="approved agent write",
-            trailers={"Kb-Proposal": p.id, "Kb-Approver": caller.actor, "Kb-Approved-By": caller.actor},
+            # The approver let the version in (CONTRACT §8: Kb-Actor names who decided); the git
+            # author stays the agent that wrote the change, and the API's author reads it from there.
+            trailers={
+                "Kb-Proposal": p.id,
+                "Kb-Actor": caller.actor,
+                "Kb-Approver": caller.actor,
+                "Kb-Approved-By": caller.actor,
+            },
             author=author,
             fence=Fence(token, check),
         )

@@ -39,8 +39,14 @@ def diff(repo: Repository, changes: list[Change]) -> list[DiffEntry]:
 
 
 def author_kind(c: CommitInfo) -> tuple[str, str]:
-    """Who made a version (`agent:NAME` or `admin`) and its kind, from its trailers."""
+    """Who made a version (`agent:NAME`, `person:NAME` or `admin`) and its kind, from its trailers.
+
+    An approval's `Kb-Actor` is the person who let it in; the version is still the agent's write,
+    named by the commit's author.
+    """
     kind = c.trailers.get("Kb-Kind") or ("create" if c.parent is None else "human_edit")
+    if kind == "approval":
+        return c.author, kind
     return c.trailers.get("Kb-Actor") or c.author, kind
 
 

@@ -155,7 +155,7 @@ def test_a_persons_versions_and_decisions_name_them(
         return out.stdout
 
     assert "Kb-Approved-By: person:rita" in trailers(approved)
-    assert "Kb-Actor: agent:asker" in trailers(approved)  # the agent wrote it; rita let it in
+    assert "Kb-Actor: person:rita" in trailers(approved)  # rita let it in (CONTRACT §8)
     for version, kind in ((edit, "human_edit"), (undo, "revert"), (revert, "revert")):
         assert "Kb-Actor: person:rita" in trailers(version) and f"Kb-Kind: {kind}" in trailers(version)
     shown = client.get(f"/api/v1/kbs/mine/proposals/{rejected}", headers=rita).json()
