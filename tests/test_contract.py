@@ -135,6 +135,8 @@ def test_answers_match_their_models(
         ),
         ("DELETE", "/agents/{name}"): client.delete("/api/v1/agents/carol", headers=admin),
         ("POST", "/kbs"): client.post("/api/v1/kbs", json={"slug": "other"}, headers=admin),
+        ("GET", "/runs/{run}"): client.get(f"/api/v1/runs/{run['id']}", headers=asker),
+        ("POST", "/runs/{run}/end"): client.post(f"/api/v1/runs/{run['id']}/end", headers=asker),
     }
     by_key = {(e.method, e.path): e for e in ENDPOINTS}
     doc = client.get("/openapi.json").json()

@@ -189,6 +189,18 @@ async def start_run(request: Request) -> Response:
     return respond(await call(runs.start, services_of(request), who, req.kbs, req.interactive), 201)
 
 
+async def get_run(request: Request) -> Response:
+    who = await caller(request)
+    query(request, s.NoQuery)
+    return respond(await call(runs.get, services_of(request), who, request.path_params["run"]))
+
+
+async def end_run(request: Request) -> Response:
+    who = await caller(request)
+    await optional_body(request, s.RunEndIn)
+    return respond(await call(runs.end, services_of(request), who, request.path_params["run"]))
+
+
 async def run_files(request: Request) -> Response:
     who = await caller(request)
     q = query(request, s.RunFilesQuery)
@@ -341,6 +353,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         admin=True,
     ),
     Endpoint("POST", "/runs", start_run, "Start a run (pins a snapshot)", m.RunStarted, 201, body=s.RunIn),
+    Endpoint("GET", "/runs/{run}", get_run, "One of your live runs: what it pinned", m.RunStarted),
+    Endpoint(
+        "POST",
+        "/runs/{run}/end",
+        end_run,
+        "End a run now (its reads are not_found)",
+        m.RunEnded,
+        body=s.RunEndIn,
+    ),
     Endpoint(
         "GET",
         "/runs/{run}/kbs/{slug}/files",

@@ -36,6 +36,7 @@ __all__ = [
     "RejectIn",
     "RevertIn",
     "ReviewIn",
+    "RunEndIn",
     "RunFilesQuery",
     "RunIn",
     "SearchQuery",
@@ -146,6 +147,10 @@ class RejectIn(_In):
 class RunIn(_In):
     kbs: list[Slug] | None = None
     interactive: StrictBool = False
+
+
+class RunEndIn(_In):
+    """`POST /runs/{id}/end` takes no fields (an empty body or `{}`)."""
 
 
 def _default_tools() -> list[ToolSet]:

@@ -227,6 +227,10 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires)",
         ),
     ),
+    (
+        11,  # a run ended early (POST /runs/{id}/end): when, so its reads can say "ended", not "expired"
+        ("ALTER TABLE runs ADD COLUMN ended REAL",),
+    ),
 )
 
 

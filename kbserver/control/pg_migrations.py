@@ -198,6 +198,10 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             "CREATE INDEX oauth_tokens_expires ON oauth_tokens(expires)",
         ),
     ),
+    (
+        7,  # a run ended early (POST /runs/{id}/end): when, so its reads can say "ended", not "expired"
+        ("ALTER TABLE runs ADD COLUMN ended DOUBLE PRECISION",),
+    ),
 )
 
 

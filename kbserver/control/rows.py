@@ -93,6 +93,7 @@ class RunRow:
     interactive: bool
     mounts: dict[str, str]
     agent_id: str | None = None  # the AgentRow.id of its agent (None: an agent since deleted)
+    ended: float | None = None  # when POST /runs/{id}/end ended it (None: live until `expires`)
 
 
 @dataclass(frozen=True)
@@ -279,6 +280,7 @@ def run_row(row: Any) -> RunRow:
         interactive=bool(row["interactive"]),
         mounts=json.loads(row["mounts"]),
         agent_id=row["agent_id"],
+        ended=row["ended"],
     )
 
 

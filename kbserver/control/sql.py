@@ -37,7 +37,10 @@ from kbserver.control.rows import (
 )
 from kbserver.core.model import Permission
 
-__all__ = ["SqlStore"]
+__all__ = ["RUN_KEPT_SECONDS", "SqlStore"]
+
+RUN_KEPT_SECONDS = 7 * 86400.0
+"""How long a run's row outlives its expiry, so that a read through it says "expired"."""
 
 
 class _Tx:
@@ -165,7 +168,8 @@ class SqlStore(SqlPeople, ConnectionsSql):
     # -- runs ---------------------------------------------------------------------------------------
     def add_run(self, run: RunRow) -> None:
         with self._write() as db:
-            db.execute("DELETE FROM runs WHERE expires < ?", (time.time(),))  # cleanup needs no cron
+            # Cleanup needs no cron; a run is kept a while past its end so its reads can say why.
+            db.execute("DELETE FROM runs WHERE expires < ?", (time.time() - RUN_KEPT_SECONDS,))
             db.execute(
                 "INSERT INTO runs (id, agent, created, expires, interactive, mounts, agent_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -182,6 +186,12 @@ class SqlStore(SqlPeople, ConnectionsSql):
 
     def run(self, run_id: str) -> RunRow | None:
         row = self._row("SELECT * FROM runs WHERE id = ?", (run_id,))
+        return run_row(row) if row else None
+
+    def end_run(self, run_id: str, at: float) -> RunRow | None:
+        with self._write() as db:
+            db.execute("UPDATE runs SET ended = ? WHERE id = ? AND ended IS NULL", (at, run_id))
+            row = db.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
         return run_row(row) if row else None
 
     # -- proposals ----------------------------------------------------------------------------------

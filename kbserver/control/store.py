@@ -104,6 +104,9 @@ class ControlStore(Protocol):
         ...
 
     def run(self, run_id: str) -> RunRow | None: ...
+    def end_run(self, run_id: str, at: float) -> RunRow | None:
+        """Mark a run ended at `at` (a run ended before keeps its first time); the run, None if unknown."""
+        ...
 
     # -- proposals
     def add_proposal(self, proposal: ProposalRow, key: tuple[str, str, int] | None = None) -> bool:

@@ -45,6 +45,7 @@ __all__ = [
     "ProposalStatus",
     "Rejection",
     "ReviewStatus",
+    "RunEnded",
     "RunStarted",
     "SearchHit",
     "SearchResults",
@@ -293,14 +294,19 @@ class Rejection(_Out):
 
 # -- runs ------------------------------------------------------------------------------------------
 class RunStarted(_Out):
-    """A new run. `run` repeats `id` (the MCP tool's name for it); `expires` repeats `expires_at`."""
+    """A run as HTTP shows it (`POST /runs`, `GET /runs/{id}`); MCP's start_run names `id` `run`."""
 
-    id: str
-    run: str = Field(description="the run's handle: pass it as `run` (MCP) or `run_id` (HTTP writes)")
+    id: str = Field(description="the run's handle: pass it as `run_id` (HTTP writes) or `run` (MCP)")
     mounts: dict[str, str] = Field(description="slug -> the version pinned for this run")
     interactive: bool
     expires_at: str = Field(description="when the run ends (RFC 3339 UTC); later calls naming it fail")
-    expires: str = Field(description="the same as expires_at (its earlier name)")
+
+
+class RunEnded(_Out):
+    """A run ended by `POST /runs/{id}/end`: reads and writes naming it are `not_found` from now on."""
+
+    id: str
+    ended_at: str = Field(description="when it was ended (RFC 3339 UTC); ending it again keeps this time")
 
 
 # -- agents ----------------------------------------------------------------------------------------

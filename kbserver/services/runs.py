@@ -11,10 +11,10 @@ from kbserver.core.model import Caller, utc_iso
 from kbserver.services.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.files import list_at, read_at
-from kbserver.services.models import FileContent, FileList, RunStarted
+from kbserver.services.models import FileContent, FileList, RunEnded, RunStarted
 from kbserver.services.privacy import check_read
 
-__all__ = ["list_files", "mounted", "owned_run", "read_file", "start"]
+__all__ = ["end", "get", "list_files", "mounted", "owned_run", "read_file", "start"]
 
 
 def start(
@@ -43,18 +43,48 @@ def start(
         agent_id=caller.agent_id,
     )
     services.control.add_run(run)
-    expires = utc_iso(run.expires)
+    return _shown(run)
+
+
+def _shown(run: RunRow) -> RunStarted:
     return RunStarted(
-        id=run.id, run=run.id, mounts=mounts, interactive=interactive, expires_at=expires, expires=expires
+        id=run.id, mounts=run.mounts, interactive=run.interactive, expires_at=utc_iso(run.expires)
     )
 
 
 def owned_run(services: Services, caller: Caller, run_id: str) -> RunRow:
-    """The caller's live run. Raises NotFound for unknown, expired or someone else's runs."""
+    """The caller's live run. Raises NotFound for unknown, ended, expired or someone else's runs,
+    with words that say which of the caller's own runs ended and which expired."""
     run = services.control.run(run_id) if isinstance(run_id, str) else None
-    if run is None or not caller.made(run.agent, run.agent_id) or run.expires < time.time():
-        raise NotFound(f"run {run_id} does not exist or has expired; start a new run", run_id=run_id)
+    if run is None or not caller.made(run.agent, run.agent_id):
+        raise NotFound(f"run {run_id} does not exist; start a new run", run_id=run_id)
+    if run.ended is not None:
+        raise NotFound(
+            f"run {run_id} was ended at {utc_iso(run.ended)}; start a new run", run_id=run_id, state="ended"
+        )
+    if run.expires < time.time():
+        raise NotFound(
+            f"run {run_id} expired at {utc_iso(run.expires)}; start a new run", run_id=run_id, state="expired"
+        )
     return run
+
+
+def get(services: Services, caller: Caller, run_id: str) -> RunStarted:
+    """The caller's live run: what it mounted and until when. Raises NotFound (see owned_run)."""
+    return _shown(owned_run(services, caller, run_id))
+
+
+def end(services: Services, caller: Caller, run_id: str) -> RunEnded:
+    """End the caller's run now: reads and writes naming it are `not_found` from then on. Ending an
+    ended run again answers its first end (a retry is harmless). Raises NotFound (unknown, someone
+    else's, or expired)."""
+    run = services.control.run(run_id) if isinstance(run_id, str) else None
+    if run is None or not caller.made(run.agent, run.agent_id) or run.ended is None:
+        owned_run(services, caller, run_id)  # the reason it cannot be ended, or a live run
+    ended = services.control.end_run(run_id, time.time())
+    if ended is None or ended.ended is None:  # gone meanwhile (the cleanup of old runs)
+        raise NotFound(f"run {run_id} does not exist; start a new run", run_id=run_id)
+    return RunEnded(id=ended.id, ended_at=utc_iso(ended.ended))
 
 
 def mounted(services: Services, caller: Caller, run_id: str, slug: str) -> str:

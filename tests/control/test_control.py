@@ -9,6 +9,7 @@ from pathlib import Path
 from kbserver.control import ControlStore, PostgresControlStore, ProposalRow, RunRow, hash_token
 from kbserver.control.migrations import MIGRATIONS
 from kbserver.control.pg_migrations import PG_MIGRATIONS
+from kbserver.control.sql import RUN_KEPT_SECONDS
 from tests.control.conftest import OpenStore
 
 
@@ -66,10 +67,24 @@ def test_kbs_and_limits(store: ControlStore) -> None:
 
 def test_expired_runs_are_removed_without_cron(store: ControlStore) -> None:
     now = time.time()
-    store.add_run(RunRow("old", "bob", now - 100, now - 1, False, {"kb": "a" * 40}))
+    gone = now - RUN_KEPT_SECONDS - 1
+    store.add_run(RunRow("old", "bob", gone - 100, gone, False, {"kb": "a" * 40}))
+    store.add_run(RunRow("recent", "bob", now - 100, now - 1, False, {"kb": "a" * 40}))
     store.add_run(RunRow("new", "bob", now, now + 100, True, {"kb": "b" * 40}))
-    assert store.run("old") is None  # adding a run sweeps the expired ones
+    assert store.run("old") is None  # adding a run sweeps the long expired ones
+    recent = store.run("recent")  # kept a while, so that its reads can say it expired
+    assert recent is not None and recent.ended is None
     assert store.run("new") == RunRow("new", "bob", now, now + 100, True, {"kb": "b" * 40})
+
+
+def test_a_run_ends_once(store: ControlStore) -> None:
+    now = time.time()
+    store.add_run(RunRow("r1", "bob", now, now + 100, False, {"kb": "a" * 40}))
+    ended = store.end_run("r1", now + 5)
+    assert ended is not None and ended.ended == now + 5 and ended.mounts == {"kb": "a" * 40}
+    again = store.end_run("r1", now + 9)
+    assert again is not None and again.ended == now + 5  # the first end stands
+    assert store.run("r1") == ended and store.end_run("nope", now) is None
 
 
 def test_schema_version_is_the_last_migration(store: ControlStore, open_store: OpenStore) -> None:
