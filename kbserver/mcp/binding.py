@@ -18,7 +18,7 @@ from kbserver.core.model import Caller
 from kbserver.services import Services
 from kbserver.services.session import AgentSession, SessionRun, named_run, start_run
 
-__all__ = ["RUN_KEY", "Binding", "RunArg", "RunInfo", "connection_of"]
+__all__ = ["RUN_HEADER", "RUN_KEY", "Binding", "RunArg", "RunInfo", "connection_of", "header_run"]
 
 RunArg = Annotated[
     str | None,
@@ -30,6 +30,9 @@ RunArg = Annotated[
     ),
 ]
 """The optional `run` argument of every context and dialect tool."""
+
+RUN_HEADER = "kb-run"
+"""The HTTP header that names the run of every tool call that names none (CONTRACT.md §9)."""
 
 RUN_KEY = "kbserver.run"
 """Where a session's run is kept in its connection's state."""
@@ -57,9 +60,11 @@ class Binding:
     known: Callable[[], Caller | None] = lambda: None
 
     def run_of(self, rctx: _Ctx | None, run: str | None = None) -> RunInfo | None:
-        """The run the current call belongs to: `run` (a handle from start_run), else the session's or
-        the process's implicit run, else None (sessionless, admin). Raises NotFound for a `run` that is
-        unknown, expired or another agent's."""
+        """The run the current call belongs to: `run` (a handle from start_run), else the request's
+        `Kb-Run` header, else the session's or the process's implicit run, else None (sessionless,
+        admin). Raises NotFound for a run that is unknown, ended, expired or another agent's."""
+        if run is None and rctx is not None:
+            run = header_run(rctx)
         if run is not None:
             return named_run(self.services, self.caller(), run)
         if self.process_run is not None:
@@ -75,6 +80,14 @@ class Binding:
     def session(self, rctx: _Ctx | None, run: str | None = None) -> AgentSession:
         """The agent session of the current call: its caller and its run (see run_of)."""
         return AgentSession.of(self.services, self.caller(), self.run_of(rctx, run))
+
+
+def header_run(rctx: _Ctx) -> str | None:
+    """The run the HTTP request's `Kb-Run` header names (None: no header, or not over HTTP), so a
+    sandbox host sets the run once in the client's configuration and the model never passes it."""
+    headers = getattr(rctx.request, "headers", None)
+    value = headers.get(RUN_HEADER) if headers is not None else None
+    return (value.strip() or None) if isinstance(value, str) else None
 
 
 def connection_of(rctx: _Ctx) -> Connection | None:

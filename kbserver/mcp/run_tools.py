@@ -67,6 +67,7 @@ def run_tools(binding: "Binding") -> list[Tool]:
         """
         started = runs.start(services, binding.caller(), kbs, interactive)
         data = started.model_dump(mode="json")
+        data = {"run": data.pop("id"), **data}
         data["instructions"] = run_rules(started.id, dict(started.mounts), interactive)
         return ok_result(data)
 

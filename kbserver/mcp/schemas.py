@@ -130,14 +130,12 @@ class SearchOutput(_Output):
 
 
 class StartRunOutput(_Output):
-    """start_run's answer: the same as HTTP `POST /runs`, plus the rules for the run."""
+    """start_run's answer: HTTP `POST /runs`'s, its `id` named `run`, plus the rules for the run."""
 
     run: str = Field(description="the run's handle: pass it as `run` in every later tool call")
-    id: str = Field(description="the same as run (HTTP's name for it)")
     mounts: dict[str, str] = Field(description="slug -> the version pinned for this run")
     interactive: bool
     expires_at: str = Field(description="when the run ends (RFC 3339 UTC)")
-    expires: str = Field(description="the same as expires_at")
     instructions: str = Field(description="the memory rules and how to use this run")
 
 

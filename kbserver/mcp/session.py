@@ -2,6 +2,7 @@
 
 - A run is an explicit handle: `start_run` returns it and every context and dialect tool takes it as
   `run` (kbserver.mcp.run_tools, binding.run_of); `kb://{slug}/{path}?run=RUN` reads its snapshot.
+  An HTTP request's `Kb-Run` header names the run of every call in it that names none.
   Runs live in the control store, so any process serves them.
 - A session of a protocol version with sessions (the initialize handshake; 2025-11-25 and older) is
   also one implicit interactive run, started when the session is initialized; a stdio process is one
@@ -25,7 +26,7 @@ from kbserver.core import threads
 from kbserver.core.errors import Forbidden, KBError, NotFound
 from kbserver.core.model import Caller
 from kbserver.dialects import auto, semantic
-from kbserver.mcp.binding import RUN_KEY, Binding, RunInfo, connection_of
+from kbserver.mcp.binding import RUN_KEY, Binding, RunInfo, connection_of, header_run
 from kbserver.mcp.dialects import allowed_tools
 from kbserver.mcp.errors import error_result
 from kbserver.mcp.instructions import instructions
@@ -105,8 +106,12 @@ class SessionMiddleware:
         except KBError as err:  # e.g. the agent was deleted: keep the generic rules; its calls will fail
             log.warning("no caller for MCP instructions: %s: %s", err.code, err.message)
             return result
-        run = self.binding.run_of(ctx)
-        if ctx.method == "initialize" and run is None:
+        try:
+            run = await self._run_of(ctx)
+        except KBError as err:  # a Kb-Run header naming no live run: each call naming none says so
+            log.info("MCP Kb-Run header of agent %s: %s: %s", caller.name, err.code, err.message)
+            run = None
+        if ctx.method == "initialize" and run is None and header_run(ctx) is None:
             conn = connection_of(ctx)
             if conn is not None:
                 run = await threads.run(self.binding.start_run, caller)
@@ -131,6 +136,13 @@ class SessionMiddleware:
                 extra.append(due)
         result["instructions"] = instructions(caller, reachable, pinned, extra)
         return result
+
+    async def _run_of(self, ctx: _Ctx) -> RunInfo | None:
+        """The call's run (binding.run_of); a `Kb-Run` header is looked up in the control store, in a
+        thread. Raises NotFound for a header naming no live run of the caller's."""
+        if header_run(ctx) is None:
+            return self.binding.run_of(ctx)
+        return await threads.run(self.binding.run_of, ctx)
 
     def _allowed(self, caller: Caller) -> set[str]:
         return allowed_tools(caller) | self.always
@@ -169,8 +181,8 @@ class SessionMiddleware:
             return result
         caller = await self._caller()
         cursor = (ctx.params or {}).get("cursor")
-        run = self.binding.run_of(ctx)
         try:
+            run = await self._run_of(ctx)
             page, next_cursor = await threads.run(
                 resource_page,
                 self.binding.services,

@@ -89,8 +89,9 @@ async def test_a_run_through_every_dialect(
             started = ok(await client.call_tool("start_run", {"kbs": [kb]}))
             run = started["run"]
             pinned = repo.head()
-            assert started["id"] == run and started["mounts"] == {kb: pinned} and not started["interactive"]
-            assert started["expires_at"] == started["expires"] and started["expires_at"].endswith("Z")
+            assert started["mounts"] == {kb: pinned} and not started["interactive"]
+            assert set(started) == {"run", "mounts", "interactive", "expires_at", "instructions"}
+            assert started["expires_at"].endswith("Z")
             assert run in started["instructions"] and "README.md first" in started["instructions"]
             for tool, args in calls:
                 assert ok(await client.call_tool(tool, {**args, "run": run})), (tool_set, tool)
