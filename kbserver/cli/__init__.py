@@ -11,10 +11,9 @@ import sys
 from collections.abc import Sequence
 
 from kbserver.cli.parser import build
-from kbserver.cli.serve import MIN_ADMIN_TOKEN
 from kbserver.core.errors import KBError
 
-__all__ = ["MIN_ADMIN_TOKEN", "main"]
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
