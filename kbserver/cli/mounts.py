@@ -266,7 +266,11 @@ def mount(
             _extract(body, slug, wanted, staging, None, progress)
         _read_only_folders(staging)
         _write_source(folder, Source(remote.url, slug, resolved, run))
-        os.replace(staging, folder)  # an empty folder is replaced as a whole
+        try:
+            os.replace(staging, folder)  # an empty folder is replaced as a whole
+        except BaseException:
+            source_file(folder).unlink(missing_ok=True)
+            raise
     except BaseException:
         _remove(staging)
         raise
@@ -380,5 +384,6 @@ def _apply(folder: Path, fetched: dict[str, Path], deleted: list[str]) -> None:
             os.replace(staged, target)
     finally:
         for d in sorted(opened, key=lambda p: len(p.parts), reverse=True):
-            with contextlib.suppress(OSError):
-                d.chmod(0o555)
+            if d.is_dir() and not d.is_symlink():  # not a folder removed, or a file in its place now
+                with contextlib.suppress(OSError):
+                    d.chmod(0o555)

@@ -170,6 +170,32 @@ def test_update_equals_a_fresh_mount_and_leaves_unchanged_files_alone(
     assert "0 written, 0 deleted" in again
 
 
+def test_update_follows_a_file_that_became_a_folder_and_back(
+    host: Path, url: str, token: str, services: Services, kb: str
+) -> None:
+    write(services, kb, *SEED)
+    ok(kbserver("mount", "--url", url, "--token", token, "--kb", kb, "copy", cwd=host))
+    # A file that becomes a folder, a folder that becomes a file (two versions each: one write may
+    # not do both to a path), seen by the copy as one update.
+    write(
+        services,
+        kb,
+        {"path": "gone.md", "mode": "delete"},
+        {"path": "old/x.md", "mode": "delete"},
+        {"path": "old/y.md", "mode": "delete"},
+    )
+    write(
+        services,
+        kb,
+        {"path": "gone.md/inside.md", "mode": "create", "content": "now a folder\n"},
+        {"path": "old", "mode": "create", "content": "now a file\n"},
+    )
+    ok(kbserver("mount", "--update", "copy", "--token", token, cwd=host))
+    ok(kbserver("mount", "--url", url, "--token", token, "--kb", kb, "fresh", cwd=host))
+    assert tree(host / "copy") == tree(host / "fresh")
+    assert_read_only(host / "copy")
+
+
 def test_mount_errors_are_one_line_and_change_nothing(
     host: Path, url: str, token: str, services: Services, kb: str
 ) -> None:

@@ -183,12 +183,15 @@ def test_status_and_errors_pass_through_and_the_run_always_ends(
     assert no_command.returncode == 1 and no_command.stderr.startswith("error: invalid_request: ")
 
 
-def test_sigterm_ends_the_command_and_the_run(
-    work: Path, url: str, services: Services, kb: str, client: TestClient
+@pytest.mark.parametrize(("signum", "name"), [(signal.SIGTERM, "TERM"), (signal.SIGINT, "INT")])
+def test_a_signal_ends_the_command_and_the_run(
+    work: Path, url: str, services: Services, kb: str, client: TestClient, signum: int, name: str
 ) -> None:
+    """SIGTERM (a sandbox stopped) and SIGINT (no terminal here, so nobody else sent it) reach the
+    command; the run is ended and the command's status is kbserver run's."""
     make_agent(services, "bob", {kb: "read_write"})
     token = token_of(services, "bob")
-    script = 'echo "$KBSERVER_RUN" > started; trap "echo term > stopped; exit 143" TERM; '
+    script = f'echo "$KBSERVER_RUN" > started; trap "echo term > stopped; exit {128 + signum}" {name}; '
     script += "while :; do sleep 0.1; done"
     host = subprocess.Popen(
         [
@@ -205,6 +208,7 @@ def test_sigterm_ends_the_command_and_the_run(
         ],
         cwd=work,
         env=host_env(url, token),
+        stdin=subprocess.DEVNULL,  # not a terminal, whatever runs the tests
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
@@ -214,13 +218,13 @@ def test_sigterm_ends_the_command_and_the_run(
             assert host.poll() is None, host.stderr.read() if host.stderr else ""
             assert time.monotonic() < deadline, "the command did not start"
             time.sleep(0.05)
-        host.send_signal(signal.SIGTERM)
+        host.send_signal(signum)
         status = host.wait(timeout=120)
     finally:
         if host.poll() is None:
             host.kill()
             host.wait(timeout=30)
-    assert status == 143
+    assert status == 128 + signum
     assert (work / "stopped").read_text().strip() == "term"  # the command got the signal
     run = (work / "started").read_text().strip()
     r = client.get(f"/api/v1/runs/{run}", headers={"Authorization": f"Bearer {token}"})
