@@ -168,27 +168,41 @@ def _configs(root: Path, url: str, run: str, token: str) -> Iterator[dict[str, s
 
 
 def _run_child(command: list[str], env: dict[str, str]) -> int:
-    """Run `command`, passing SIGTERM (and SIGINT, which a terminal already sends the whole
-    foreground group) on to it; its exit status, 128+N when a signal N ended it."""
-    try:
-        child = subprocess.Popen(command, env=env)
-    except FileNotFoundError:
-        raise NotFound(
-            f"command {command[0]!r} not found; pass COMMAND after --", command=command[0]
-        ) from None
-    except PermissionError:
-        raise InvalidRequest(f"command {command[0]!r} cannot be run (permission denied)") from None
+    """Run `command`, passing SIGTERM and SIGHUP on to it (and SIGINT, unless a terminal already
+    sent that to the whole foreground group); its exit status, 128+N when a signal N ended it.
+
+    A signal ignored when kbserver run started (SIGINT in a background job, SIGHUP under nohup)
+    stays ignored, for the command too. The others are handled before the command starts, so it
+    starts with their default dispositions, and one that arrives meanwhile is passed on after."""
     from_terminal = sys.stdin.isatty()
+    started: list[subprocess.Popen[bytes]] = []
+    pending: list[int] = []
 
     def forward(signum: int, _frame: FrameType | None) -> None:
         if signum == signal.SIGINT and from_terminal:
             return  # the terminal sent it to the command too
+        if not started:
+            pending.append(signum)
+            return
         with contextlib.suppress(ProcessLookupError):
-            child.send_signal(signum)
+            started[0].send_signal(signum)
 
-    before = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    handled = [
+        s for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP) if signal.getsignal(s) is not signal.SIG_IGN
+    ]
+    before = {s: signal.signal(s, forward) for s in handled}
     try:
-        status = child.wait()
+        try:
+            started.append(subprocess.Popen(command, env=env))
+        except FileNotFoundError:
+            raise NotFound(
+                f"command {command[0]!r} not found; pass COMMAND after --", command=command[0]
+            ) from None
+        except PermissionError:
+            raise InvalidRequest(f"command {command[0]!r} cannot be run (permission denied)") from None
+        for signum in pending:
+            forward(signum, None)
+        status = started[0].wait()
     finally:
         for s, handler in before.items():
             signal.signal(s, handler)

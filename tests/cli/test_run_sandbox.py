@@ -183,6 +183,11 @@ def test_status_and_errors_pass_through_and_the_run_always_ends(
     assert no_command.returncode == 1 and no_command.stderr.startswith("error: invalid_request: ")
 
 
+def _default_signals() -> None:
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("signum", "name"), [(signal.SIGTERM, "TERM"), (signal.SIGINT, "INT")])
 def test_a_signal_ends_the_command_and_the_run(
     work: Path, url: str, services: Services, kb: str, client: TestClient, signum: int, name: str
@@ -209,6 +214,7 @@ def test_a_signal_ends_the_command_and_the_run(
         cwd=work,
         env=host_env(url, token),
         stdin=subprocess.DEVNULL,  # not a terminal, whatever runs the tests
+        preexec_fn=_default_signals,  # a test run in the background has SIGINT ignored: not here
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
