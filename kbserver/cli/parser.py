@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from kbserver import __version__
-from kbserver.cli import people
 
-__all__ = ["build"]
+__all__ = ["HTTP_COMMANDS", "build"]
+
+HTTP_COMMANDS = ("mount", "run")
+"""Commands a sandbox host runs, often: `build(only=...)` leaves out what they never need."""
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -34,7 +36,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"error: invalid_request: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build() -> argparse.ArgumentParser:
+def build(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser of every command; with `only` one of HTTP_COMMANDS, without the `person` commands,
+    whose module imports the services (seconds on a busy machine) that those commands never use."""
     parser = _Parser(prog="kbserver", description="Versioned memory for AI agents.")
     parser.add_argument("--version", action="version", version=f"kbserver {__version__}")
     # --data also before the command (`kbserver --data D agent list`); its own dest, since the
@@ -108,7 +112,10 @@ def build() -> argparse.ArgumentParser:
     )
     p.add_argument("name", help="the agent")
 
-    people.add_commands(sub, command)
+    if only not in HTTP_COMMANDS:
+        from kbserver.cli import people
+
+        people.add_commands(sub, command)
 
     p = command(
         "link", _lazy("admin", "link"), "give an agent a permission on a KB (replaces an earlier one)"

@@ -234,3 +234,23 @@ def test_the_local_form_still_works(host: Path, services: Services, settings: Se
     ok(kbserver("mount", kb, "local", "--data", str(settings.data), cwd=host, env=env))
     assert files_of(host / "local") == kb_files(services, kb)
     assert_read_only(host / "local")
+
+
+def test_the_http_commands_start_without_the_storage(host: Path) -> None:
+    """`mount --url`, `--update` and `run` import neither the services nor the storage and index
+    (seconds on a busy machine), so a sandbox host's command starts at once."""
+    probe = (
+        "import sys; from kbserver.cli import main; "
+        "code = main(['mount', '--url', 'ftp://nowhere', '--kb', 'a', 'd']); "
+        "print(code, sorted(m for m in sys.modules if m.startswith(('kbserver.services', 'kbserver.store'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=host,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+    assert done.stdout.strip() == "1 []", done.stdout + done.stderr
+    assert done.stderr.startswith("error: invalid_request: --url must be")
