@@ -231,6 +231,18 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         11,  # a run ended early (POST /runs/{id}/end): when, so its reads can say "ended", not "expired"
         ("ALTER TABLE runs ADD COLUMN ended REAL",),
     ),
+    (
+        12,  # writes a person marked reviewed one group at a time, past the "reviewed up to" marker
+        (
+            """CREATE TABLE reviewed_versions (
+                slug TEXT NOT NULL,
+                version TEXT NOT NULL,
+                reviewed_by TEXT NOT NULL,
+                reviewed REAL NOT NULL,
+                PRIMARY KEY (slug, version)
+            )""",
+        ),
+    ),
 )
 
 

@@ -202,6 +202,18 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
         7,  # a run ended early (POST /runs/{id}/end): when, so its reads can say "ended", not "expired"
         ("ALTER TABLE runs ADD COLUMN ended DOUBLE PRECISION",),
     ),
+    (
+        8,  # writes a person marked reviewed one group at a time, past the "reviewed up to" marker
+        (
+            """CREATE TABLE reviewed_versions (
+                slug TEXT NOT NULL,
+                version TEXT NOT NULL,
+                reviewed_by TEXT NOT NULL,
+                reviewed DOUBLE PRECISION NOT NULL,
+                PRIMARY KEY (slug, version)
+            )""",
+        ),
+    ),
 )
 
 

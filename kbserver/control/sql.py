@@ -353,6 +353,20 @@ class SqlStore(SqlPeople, ConnectionsSql):
             (slug, version, by, time.time()),
         )
 
+    def reviewed_each(self, slug: str) -> set[str]:
+        rows = self._rows("SELECT version FROM reviewed_versions WHERE slug = ?", (slug,))
+        return {str(r["version"]) for r in rows}
+
+    def add_reviewed_each(self, slug: str, versions: Sequence[str], by: str) -> None:
+        now = time.time()
+        with self._write() as db:
+            for version in sorted(set(versions)):
+                db.execute(
+                    "INSERT INTO reviewed_versions (slug, version, reviewed_by, reviewed) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (slug, version) DO NOTHING",
+                    (slug, version, by, now),
+                )
+
     # -- web sessions and failed logins --------------------------------------------------------------
     def add_session(self, sid: str, expires: float, person: str | None = None) -> None:
         with self._write() as db:

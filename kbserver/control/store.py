@@ -149,6 +149,14 @@ class ControlStore(Protocol):
         """Move the KB's "reviewed up to" marker to `version` (reviewed by `by`)."""
         ...
 
+    def reviewed_each(self, slug: str) -> set[str]:
+        """The versions of the KB a person marked reviewed one by one (whatever the marker says)."""
+        ...
+
+    def add_reviewed_each(self, slug: str, versions: Sequence[str], by: str) -> None:
+        """Mark each of `versions` reviewed (by `by`), apart from the marker."""
+        ...
+
     # -- idempotency keys of writes
     def reserve_key(
         self, caller: str, slug: str, key: str, body_sha256: str, now: float, ttl: float, abandon_after: float

@@ -200,13 +200,15 @@ def _unreviewed(
     from the walk when the marker is in it, else from the versions' trailers."""
     if head is None:
         return 0, False
-    reviewed = services.control.reviewed(slug)
+    reviewed, each = services.control.reviewed(slug), services.control.reviewed_each(slug)
     kinds = {i.version: i.kind for i in items}
     walked: Iterable[str] = kinds if reviewed in kinds else repo.first_parents(head)
     count = 0
     for v in walked:
         if v == reviewed:
             break
+        if v in each:
+            continue
         kind = kinds.get(v) or author_kind(repo.commit_info(v))[1]
         if kind in REVIEWED_KINDS:
             if count == MAX_UNREVIEWED:

@@ -11,7 +11,10 @@ from kbserver.services.context import Services
 from kbserver.services.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
 from kbserver.services.versions import author_kind, info
 
-__all__ = ["Inbox", "InboxGroup", "InboxItem", "inbox"]
+__all__ = ["Inbox", "InboxAgent", "InboxGroup", "InboxItem", "inbox"]
+
+
+_DEFAULT_SUBJECTS = ("agent write: ", "approval: ")  # subjects a write gets without a message: no task
 
 
 @dataclass
@@ -24,11 +27,25 @@ class InboxItem:
 
 @dataclass
 class InboxGroup:
-    """Consecutive-or-not writes of one agent in one run (run None: writes outside a run)."""
+    """The writes of one agent on one task: one run (run None: its writes outside a run), named by
+    `task` (the message of the run's first write shown; None outside a run or when it had none)."""
 
     author: str
     run: str | None
     items: list[InboxItem] = field(default_factory=list)
+    task: str | None = None
+
+
+@dataclass
+class InboxAgent:
+    """One agent's groups on the page, and how many writes they hold."""
+
+    author: str
+    groups: list[InboxGroup]
+
+    @property
+    def count(self) -> int:
+        return sum(len(g.items) for g in self.groups)
 
 
 @dataclass
@@ -44,6 +61,16 @@ class Inbox:
     more: bool  # more than MAX_UNREVIEWED unreviewed writes exist
     authors: list[str]  # every author of an unreviewed write, for the agent filter
     up_to: str | None  # where Mark reviewed moves the marker: everything the page shows is then reviewed
+
+    @property
+    def agents(self) -> list[InboxAgent]:
+        """The groups by agent, in the order of each agent's first group (runs before the rest)."""
+        by: dict[str, InboxAgent] = {}
+        for g in self.groups:
+            by.setdefault(g.author, InboxAgent(g.author, [])).groups.append(g)
+        for a in by.values():
+            a.groups.sort(key=lambda g: g.run is None)
+        return list(by.values())
 
 
 def inbox(
@@ -66,6 +93,7 @@ def inbox(
     prefix = check_prefix(prefix) if prefix else None
     repo = services.repos.repo(slug)
     reviewed, head = services.control.reviewed(slug), repo.head()
+    each = services.control.reviewed_each(slug)
     writes: list[tuple[str, str, str]] = []  # (version, author, kind), newest first
     undone: dict[str, str] = {}
     more = False
@@ -77,7 +105,7 @@ def inbox(
             target = c.trailers.get("Kb-Undo")
             if target and target not in undone:
                 undone[target] = v
-            if c.trailers.get("Kb-Kind") in REVIEWED_KINDS:
+            if c.trailers.get("Kb-Kind") in REVIEWED_KINDS and v not in each:
                 if len(writes) == MAX_UNREVIEWED:
                     more = True
                     break
@@ -92,9 +120,11 @@ def inbox(
     ]
     page = [info(repo, v) for v in (matching[-shown:] if shown else [])]
     groups: dict[tuple[str, str | None], InboxGroup] = {}
-    for w in page:
-        group = groups.setdefault((w.author, w.run), InboxGroup(w.author, w.run))
-        group.items.append(InboxItem(w, undone.get(w.version)))
+    for w in reversed(page):  # oldest first, so a run's task is its first write's message
+        task = w.message if w.run and not w.message.startswith(_DEFAULT_SUBJECTS) else None
+        group = groups.setdefault((w.author, w.run), InboxGroup(w.author, w.run, task=task))
+        group.items.insert(0, InboxItem(w, undone.get(w.version)))
+    order = {w.version: n for n, w in enumerate(page)}  # the group of the newest write comes first
     # Mark reviewed covers what the page shows: the head when it shows every unreviewed write (later
     # human edits need no review), else the newest write shown.
     whole = len(page) == len(writes) and not more
@@ -102,7 +132,7 @@ def inbox(
     return Inbox(
         reviewed=reviewed,
         head=head,
-        groups=list(groups.values()),
+        groups=sorted(groups.values(), key=lambda g: order[g.items[0].version.version]),
         shown=len(page),
         matching=len(matching),
         total=len(writes),

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from itertools import islice
 
 from kbserver.changes import Applied, sha256_hex
-from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, Stale
+from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, NotFound, Stale
 from kbserver.core.model import Caller, VersionInfo, WriteResult
 from kbserver.core.paths import check_path
 from kbserver.services import kbs
@@ -35,6 +35,7 @@ __all__ = [
     "conflict",
     "history",
     "mark",
+    "mark_each",
     "overview",
     "require_decider",
     "require_reviewer",
@@ -171,7 +172,7 @@ def status(services: Services, caller: Caller, slug: str) -> ReviewStatus:
     newest first (at most MAX_UNREVIEWED; `more` is true past that). Raises NotFound, Forbidden."""
     require_reviewer(services, caller, slug)
     repo = services.repos.repo(slug)
-    reviewed = services.control.reviewed(slug)
+    reviewed, each = services.control.reviewed(slug), services.control.reviewed_each(slug)
     head = repo.head()
     found: list[VersionInfo] = []
     more = False
@@ -179,6 +180,8 @@ def status(services: Services, caller: Caller, slug: str) -> ReviewStatus:
         for v in repo.first_parents(head):
             if v == reviewed:
                 break
+            if v in each:
+                continue
             item = info(repo, v)
             if item.kind in REVIEWED_KINDS:
                 if len(found) == MAX_UNREVIEWED:
@@ -197,6 +200,22 @@ def mark(services: Services, caller: Caller, slug: str, version: str) -> ReviewS
     repo = services.repos.repo(slug)
     target = repo.resolve(version)
     services.control.set_reviewed(slug, target, caller.actor)
+    return status(services, caller, slug)
+
+
+def mark_each(services: Services, caller: Caller, slug: str, versions: list[str]) -> ReviewStatus:
+    """Mark these versions reviewed one by one (a group of the inbox), the marker left where it is;
+    answers like `status`. Raises NotFound, Forbidden, InvalidRequest (none, or over MAX_UNREVIEWED)."""
+    require_reviewer(services, caller, slug)
+    if not 1 <= len(versions) <= MAX_UNREVIEWED:
+        raise InvalidRequest(f"name between 1 and {MAX_UNREVIEWED} versions to mark reviewed")
+    repo = services.repos.repo(slug)
+    head = repo.head()
+    targets = [repo.resolve(v) for v in versions]
+    for t in targets:
+        if head is None or not repo.reaches(head, t):
+            raise NotFound(f"version {t} is not on main of KB {slug}", version=t)
+    services.control.add_reviewed_each(slug, targets, caller.actor)
     return status(services, caller, slug)
 
 
@@ -282,9 +301,12 @@ def _count_unreviewed(services: Services, slug: str, head: str | None) -> tuple[
     reviewed, count = services.control.reviewed(slug), 0
     if head is None:
         return 0, False
+    each = services.control.reviewed_each(slug)
     for v in repo.first_parents(head):
         if v == reviewed:
             break
+        if v in each:
+            continue
         c = repo.commit_info(v)
         if c.trailers.get("Kb-Kind") in REVIEWED_KINDS:
             if count == MAX_UNREVIEWED:

@@ -8,11 +8,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core.errors import Stale
+from kbserver.core.model import Caller
 from kbserver.services import inbox, review, versions
 from kbserver.services.models import VersionDetail
 from kbserver.web import records
 from kbserver.web.page import admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
+from kbserver.web.summary import in_words
 
 __all__ = ["SHOWN", "mark_reviewed", "review_page", "undo"]
 
@@ -50,6 +52,7 @@ async def review_page(request: Request) -> Response:
         details=details,
         records=changed,
         titles=named,
+        words={v: in_words(d.diff) for v, d in details.items()},
         filters=filters,
         back=f"/admin/kbs/{slug}/review" + (f"?{urlencode(filters)}" if filters else ""),
         agent=q["agent"],
@@ -89,9 +92,12 @@ async def undo(request: Request) -> Response:
 
 
 async def mark_reviewed(request: Request) -> Response:
+    """Mark reviewed up to a version (`version`), or one group's writes (`versions`, space-separated)."""
     who = require_admin(request)
     form = await admin_form(request)
     slug = _slug(request)
+    if "versions" in form:
+        return await _mark_group(request, form, slug, who)
     version = await expand(request, slug, form.get("version", ""))
     status = await call(review.mark, services_of(request), who, slug, version)
     left = len(status.unreviewed)
@@ -105,5 +111,25 @@ async def mark_reviewed(request: Request) -> Response:
         ),
         slug,
         version,
+    )
+    return see_other(_back(form, slug))
+
+
+async def _mark_group(request: Request, form: dict[str, str], slug: str, who: Caller) -> Response:
+    named = form["versions"].split()
+    full = [await expand(request, slug, v) for v in named[: review.MAX_UNREVIEWED + 1]]
+    status = await call(review.mark_each, services_of(request), who, slug, full)
+    left = len(status.unreviewed)
+    flash(
+        request,
+        f"Marked {len(full)} write{'' if len(full) == 1 else 's'} reviewed"
+        + (f" ({form['task']})" if form.get("task") else "")
+        + "; "
+        + (
+            f"{left}{'+' if status.more else ''} agent write{'' if left == 1 else 's'} left to review."
+            if left
+            else "nothing is left to review."
+        ),
+        slug,
     )
     return see_other(_back(form, slug))

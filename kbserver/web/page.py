@@ -67,6 +67,15 @@ def when(stamp: object) -> str:
     return f"{t.day} {t:%b %Y, %H:%M} UTC"
 
 
+def when_short(stamp: object) -> str:
+    """An ISO time in a list: `4 Dec 18:40` (UTC; the raw text when it is not one)."""
+    try:
+        t = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return str(stamp)
+    return f"{t.day} {t:%b %H:%M}"
+
+
 def _diff_files(entries: Iterable[DiffEntry]) -> list[DiffFile]:
     return [parse_patch(e.path, e.change, e.patch) for e in entries]
 
@@ -84,6 +93,7 @@ def _env() -> Environment:
         label=lambda kind: LABELS.get(str(kind), str(kind).replace("_", " ")),
         diff=_diff_files,
         when=when,
+        when_short=when_short,
     )
     env.globals.update(
         file_url=file_url,

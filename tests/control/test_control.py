@@ -256,6 +256,16 @@ def test_the_review_marker_moves(store: ControlStore, open_store: OpenStore) -> 
     assert open_store().reviewed("kb") == "b" * 40  # kept in the database
 
 
+def test_versions_reviewed_one_by_one(store: ControlStore, open_store: OpenStore) -> None:
+    assert store.reviewed_each("kb") == set()
+    store.add_reviewed_each("kb", ["a" * 40, "b" * 40], "admin")
+    store.add_reviewed_each("kb", ["b" * 40, "c" * 40], "admin")  # again: no error, no duplicate
+    assert (
+        store.reviewed_each("kb") == {"a" * 40, "b" * 40, "c" * 40} and store.reviewed_each("other") == set()
+    )
+    assert open_store().reviewed_each("kb") == {"a" * 40, "b" * 40, "c" * 40}  # kept in the database
+
+
 def test_memory_retrievals_count_and_reinforce_importance(store: ControlStore, open_store: OpenStore) -> None:
     assert store.memory_access("kb", ["m1", "m2"]) == {}
     first = store.record_memory_access("kb", {"m1": 0.5}, 1000.0, 0.95)

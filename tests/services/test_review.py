@@ -7,7 +7,7 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, NotFound, Stale
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import Services, files, review, runs, writes
+from kbserver.services import Services, files, inbox, review, runs, writes
 from kbserver.services.auth import ADMIN, caller_for
 from kbserver.services.models import EditConflict, KBOverview, ProposalAccepted
 from tests.helpers import git_fsck, make_agent, state
@@ -172,3 +172,23 @@ def test_an_undo_refusal_names_every_later_version_that_changed_the_file(service
     assert "in 7 later versions" in stale.value.message and later[-1][:12] in stale.value.message
     assert "and 2 older" in stale.value.message
     assert state(services, kb) == before
+
+
+def test_a_group_marked_reviewed_leaves_the_marker_and_the_others(services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    make_agent(services, "ann", {kb: "read_write"})
+    b1 = _write(services, kb, "bob", {"path": "b1.md", "mode": "create", "content": "1\n"})
+    a1 = _write(services, kb, "ann", {"path": "a1.md", "mode": "create", "content": "1\n"})
+    b2 = _write(services, kb, "bob", {"path": "b2.md", "mode": "create", "content": "2\n"})
+    left = review.mark_each(services, ADMIN, kb, [b1, b2])
+    assert [v.version for v in left.unreviewed] == [a1] and left.reviewed is None
+    assert [o.unreviewed for o in review.overview(services, ADMIN) if o.slug == kb] == [1]
+    found = inbox.inbox(services, ADMIN, kb)
+    assert [i.version.version for g in found.groups for i in g.items] == [a1]
+    before = state(services, kb)
+    for bad, error in (([], InvalidRequest), (["0" * 40], NotFound), (["zz"], InvalidRequest)):
+        with pytest.raises(error):
+            review.mark_each(services, ADMIN, kb, bad)
+    with pytest.raises(Forbidden):
+        review.mark_each(services, caller_for(services, "bob"), kb, [a1])
+    assert state(services, kb) == before and review.status(services, ADMIN, kb).unreviewed[0].version == a1

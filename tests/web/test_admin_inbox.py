@@ -1,4 +1,4 @@
-"""The review inbox in a browser: groups by agent and run, filters, Mark reviewed up to here, Undo
+"""The review inbox in a browser: groups by agent and task, filters, Mark reviewed up to here, Undo
 that asks first, the keyboard alone, and a message after every action."""
 
 from __future__ import annotations
@@ -33,19 +33,26 @@ def test_groups_by_agent_and_run_and_filters(admin_tab: Tab, api: Api) -> None:
     made = _seed(api, slug)
     page = admin_tab.page
     admin_tab.go(f"/admin/kbs/{slug}/review")
-    groups = page.locator("details.group")
-    assert groups.count() == 2
-    ann = groups.filter(has_text=f"agent:{slug}-ann")
-    assert made["run"] in ann.locator("> summary").inner_text() and ann.locator("article.write").count() == 2
-    assert groups.filter(has_text="outside a run").locator("article.write").count() == 2
-    ann.locator("> summary").click()  # folds away
-    assert not ann.locator("article.write").first.is_visible()
+    agents = page.locator("section.agent-writes")
+    assert agents.count() == 2 and page.locator("div.group").count() == 2
+    ann = agents.filter(has_text=f"agent:{slug}-ann")
+    assert made["run"] not in ann.inner_text()  # a task in words, not a run id
+    assert (
+        ann.locator(".group-head h3").inner_text().startswith("A run from ")
+        and ann.locator("li.write").count() == 2
+    )
+    bob = agents.filter(has_text=f"agent:{slug}-bob")
+    assert "Writes outside a run" in bob.inner_text() and bob.locator("li.write").count() == 2
+    first = ann.locator("li.write").first
+    assert not first.locator(".record-diff").is_visible()  # the diff is one click away
+    first.locator("details.more > summary").click()
+    assert first.locator(".record-diff").is_visible()
     page.get_by_label("Agent", exact=True).select_option(f"agent:{slug}-bob")
     admin_tab.button("Filter").click()
-    assert page.locator("article.write").count() == 2
-    assert page.locator(f'article.write a[href$="{made["bob1"]}"]').count() == 1
+    assert page.locator("li.write").count() == 2
+    assert page.locator(f'li.write a[href$="{made["bob1"]}"]').count() == 1
     admin_tab.go(f"/admin/kbs/{slug}/review?prefix=memories/")
-    assert page.locator("article.write").count() == 2
+    assert page.locator("li.write").count() == 2
     assert "2 of them match" in page.locator("main").inner_text()
     admin_tab.go(f"/admin/kbs/{slug}/review?kind=approval")
     assert page.get_by_text("No unreviewed write matches the filter").is_visible()
@@ -58,13 +65,14 @@ def test_mark_reviewed_up_to_here(admin_tab: Tab, api: Api) -> None:
     made = _seed(api, slug)
     page = admin_tab.page
     admin_tab.go(f"/admin/kbs/{slug}/review")
-    item = page.locator("article.write", has=page.locator(f'a[href$="/versions/{made["ann2"]}"]'))
+    item = page.locator("li.write", has=page.locator(f'a[href$="/versions/{made["ann2"]}"]'))
+    item.locator("details.more > summary").click()
     item.get_by_role("button", name=re.compile("^Mark reviewed up to here")).click()
     page.wait_for_url(re.compile(r".*/review$"))
     assert api.call("GET", f"/kbs/{slug}/review")["reviewed"] == made["ann2"]
     assert "1 agent write left to review" in page.get_by_role("status").inner_text()
-    assert page.locator("article.write").count() == 1  # only bob2, newer than the marker
-    assert page.locator(f'article.write a[href$="/versions/{made["bob2"]}"]').count() == 1
+    assert page.locator("li.write").count() == 1  # only bob2, newer than the marker
+    assert page.locator(f'li.write a[href$="/versions/{made["bob2"]}"]').count() == 1
 
 
 def test_the_inbox_with_the_keyboard_alone(admin_tab: Tab, api: Api) -> None:
@@ -73,15 +81,18 @@ def test_the_inbox_with_the_keyboard_alone(admin_tab: Tab, api: Api) -> None:
     page = admin_tab.page
     admin_tab.go(f"/admin/kbs/{slug}/review")
     names = []
-    for _ in range(80):  # Tab through the page to the first "Mark reviewed up to here"
+    for _ in range(80):  # Tab to the first write's Diff, open it, on to its "Mark reviewed up to here"
         page.keyboard.press("Tab")
+        tag = page.evaluate("() => document.activeElement.tagName")
         name = page.evaluate("() => document.activeElement.getAttribute('aria-label') || ''")
-        names.append(page.evaluate("() => document.activeElement.tagName"))
+        names.append(tag)
+        if tag == "SUMMARY" and "SUMMARY" not in names[:-1]:
+            page.keyboard.press("Enter")  # the diff opens from the keyboard too
         if name.startswith("Mark reviewed up to here"):
             break
     else:
         raise AssertionError(f"no Mark reviewed up to here reached by Tab: {names}")
-    assert "SUMMARY" in names  # the groups fold from the keyboard too
+    assert "SUMMARY" in names
     with page.expect_navigation():
         page.keyboard.press("Enter")
     page.wait_for_load_state()

@@ -84,10 +84,10 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     later = api.write(slug, bob, {"path": "a.md", "mode": "overwrite", "content": "two\n"})
     page = admin_tab.page
     admin_tab.go(f"/admin/kbs/{slug}/review")
-    assert page.locator("article.write").count() == 3
-    page.locator("article.write", has=page.locator(f'a[href$="{wrong}"]')).get_by_role(
-        "button", name="Undo", exact=True
-    ).click()
+    assert page.locator("li.write").count() == 3
+    item = page.locator("li.write", has=page.locator(f'a[href$="{wrong}"]'))
+    item.locator("details.more > summary").click()  # the diff and Undo: one click away
+    item.get_by_role("button", name="Undo", exact=True).click()
     page.get_by_role("heading", name=re.compile("Undo version")).wait_for()  # asks first
     assert api.content(slug, "b.md") == "invented\n" and page.locator("tr.add").count() == 1
     admin_tab.button("Undo").click()
@@ -96,13 +96,13 @@ def test_review_undo_its_conflict_and_mark_reviewed(admin_tab: Tab, api: Api) ->
     undo_version = api.head(slug)
     assert done.get_by_role("link").get_attribute("href").endswith(f"/versions/{undo_version}")
     assert api.content(slug, "b.md") is None and api.content(slug, "a.md") == "two\n"
-    undone = page.locator("article.write.undone")  # still to review, marked, with no second Undo
+    undone = page.locator("li.write.undone")  # still to review, marked, with no second Undo
     assert undone.count() == 1 and undone.get_by_role("button", name="Undo", exact=True).count() == 0
     assert undone.locator(f'a[href$="/versions/{undo_version}"]').count() == 1
     before = api.head(slug)
-    page.locator("article.write", has=page.locator(f'a[href$="/versions/{first}"]')).get_by_role(
-        "button", name="Undo", exact=True
-    ).click()
+    item = page.locator("li.write", has=page.locator(f'a[href$="/versions/{first}"]'))
+    item.locator("details.more > summary").click()
+    item.get_by_role("button", name="Undo", exact=True).click()
     admin_tab.button("Undo").click()
     alert = page.get_by_role("alert")
     assert "a.md" in alert.inner_text() and "changed again" in alert.inner_text()

@@ -311,13 +311,13 @@ def test_a_long_review_goes_page_by_page(
         change = Create(mode="create", path=f"n/{i}.md", content=f"note {i}\n")
         made.append(writes.submit(services, bob, kb, WriteRequest(files=[change])).version)  # type: ignore[union-attr]
     page = client.get("/admin/kbs/notes/review").text
-    assert page.count('<article class="write"') == SHOWN and "the 50 oldest" in page
+    assert page.count('<li class="write') == SHOWN and "the 50 oldest" in page
     up_to = re.search(r'name="version" value="([0-9a-f]{40})"', page).group(1)  # type: ignore[union-attr]
     assert up_to == made[SHOWN - 1]  # the newest write shown, not the head
     r = client.post("/admin/kbs/notes/review", data={"csrf": csrf, "version": up_to}, follow_redirects=False)
     assert r.status_code == 303
     page = client.get("/admin/kbs/notes/review").text
-    assert page.count('<article class="write"') == 2
+    assert page.count('<li class="write') == 2
     up_to = re.search(r'name="version" value="([0-9a-f]{40})"', page).group(1)  # type: ignore[union-attr]
     assert up_to == made[-1]
 
