@@ -10,7 +10,15 @@ from kbserver.dialects.memory_records import FOLDER as MEMORIES
 from kbserver.dialects.memory_tool import FOLDER as MEMORY_TOOL
 from kbserver.dialects.typed_records import RECORD_TYPES
 
-__all__ = ["RecordView", "is_dialect_path", "title_of", "view_of"]
+__all__ = [
+    "FIELD_WORDS",
+    "RecordView",
+    "field_words",
+    "is_dialect_path",
+    "title_of",
+    "value_words",
+    "view_of",
+]
 
 _FOLDERS = (MEMORIES, MEMORY_TOOL + "/", "memory/", *(f"{kind}/" for kind in RECORD_TYPES))
 _TITLE = 80  # characters of a title shown in a list
@@ -30,6 +38,55 @@ class RecordView:
     supersedes: list[str] = field(default_factory=list)  # ids of memories this one replaced
     superseded_by: str | None = None
     fields: dict[str, str] = field(default_factory=dict)  # every front-matter field as text
+    owner: str | None = None  # the agent whose private memory this is (its agentId under memories/)
+    user: str | None = None  # the user it is about, when it names one besides the default
+
+    @property
+    def scope_words(self) -> str:
+        """Who may read it, in words: `private to agent bob`, `shared, about user ann`, ..."""
+        about = f", about user {self.user}" if self.user else ""
+        if self.owner:
+            return f"private to agent {self.owner}{about}"
+        if self.scope and self.scope.startswith("agent "):
+            return f"kept by agent {self.scope[6:]}, shared{about}"
+        if self.scope and self.scope.startswith("session "):
+            return f"shared, from session {self.scope[8:]}{about}"
+        return f"shared with every agent of the KB{about}"
+
+
+FIELD_WORDS = {
+    "agentId": "agent",
+    "agent_id": "agent",
+    "memory_type": "type",
+    "user_id": "user",
+    "sessionId": "session",
+    "createdAt": "created",
+    "updatedAt": "updated",
+    "superseded_by": "superseded by",
+    "source_refs": "sources",
+    "saved_reason": "reason saved",
+    "metadata": "details",
+}
+"""Front-matter keys as a person reads them (any other key: its underscores as spaces)."""
+
+
+def field_words(key: str) -> str:
+    """A front-matter key in words: `memory_type` -> `type`, `createdAt` -> `created`."""
+    return FIELD_WORDS.get(key, key.replace("_", " "))
+
+
+def value_words(value: object) -> str:
+    """A front-matter value in words: a mapping as `key: value` pairs, a list of mappings counted,
+    never a Python repr."""
+    if isinstance(value, dict):
+        return "; ".join(
+            f"{field_words(str(k))}: {value_words(v)}" for k, v in value.items() if v not in ("", None)
+        )
+    if isinstance(value, list):
+        if any(isinstance(v, dict | list) for v in value):
+            return f"{len(value)} entr{'y' if len(value) == 1 else 'ies'}"
+        return ", ".join(str(v) for v in value)
+    return str(value)
 
 
 def is_dialect_path(path: str) -> bool:
@@ -48,9 +105,7 @@ def _split(text: str) -> tuple[dict[str, object], str]:
 def _text(value: object) -> str | None:
     if value is None or value in ("", [], {}):
         return None
-    if isinstance(value, list):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+    return value_words(value)
 
 
 def view_of(path: str, text: str) -> RecordView | None:
@@ -82,6 +137,8 @@ def view_of(path: str, text: str) -> RecordView | None:
         supersedes=[str(s) for s in supersedes] if isinstance(supersedes, list) else [str(supersedes)],
         superseded_by=_text(get("superseded_by")),
         fields={k: v for k, v in ((k, _text(val)) for k, val in front.items()) if v is not None},
+        owner=_text(get("agentId")) if path.startswith(MEMORIES) else None,
+        user=_text(get("user_id")) if get("user_id") not in (None, "", "default") else None,
     )
 
 

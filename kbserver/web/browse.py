@@ -96,11 +96,14 @@ async def file_page(request: Request) -> Response:
     folder = path.rsplit("/", 1)[0] if "/" in path else ""
     record = view_of(path, found.content)
     replaced: list[str] = []
+    titled: dict[str, str] = {}
     if record is not None:
         own = path.rsplit("/", 1)[-1].removesuffix(".md")
         named = [f"{folder}/{s}.md" for s in record.supersedes]
         marked = await call(records.superseding, services, slug, path, own)
         replaced = list(dict.fromkeys([*named, *marked]))
+        others = [*replaced, *([f"{folder}/{record.superseded_by}.md"] if record.superseded_by else [])]
+        titled = await call(records.titles, services, slug, others, found.version)
     return render(
         request,
         "file.html",
@@ -114,6 +117,7 @@ async def file_page(request: Request) -> Response:
         is_markdown=path.lower().endswith((".md", ".markdown")),
         record=record,
         replaced=replaced,
+        named=titled,
         scanned=FILE_SCAN,
     )
 

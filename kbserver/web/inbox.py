@@ -41,8 +41,10 @@ async def review_page(request: Request) -> Response:
             details[v.version] = v
             paths = [d.path for d in v.diff]
             changed[v.version] = await call(records.record_diffs, services, slug, paths, v.parent, v.version)
-    every = [d.path for v in details.values() for d in v.diff]
-    named = await call(records.titles, services, slug, every, found.head)
+    named = {  # each write's files titled as they read in that version, not today
+        v.version: await call(records.titles, services, slug, [d.path for d in v.diff], v.version)
+        for v in details.values()
+    }
     filters = {k: v for k, v in q.items() if v}
     return render(
         request,

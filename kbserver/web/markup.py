@@ -7,6 +7,7 @@ import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -16,12 +17,39 @@ from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
 
-__all__ = ["DiffFile", "DiffLine", "highlight_snippet", "parse_patch", "render_markdown", "word_diff"]
+__all__ = [
+    "DiffFile",
+    "DiffLine",
+    "highlight_snippet",
+    "parse_patch",
+    "render_markdown",
+    "when",
+    "when_short",
+    "word_diff",
+]
 
 _SCHEME = re.compile(r"^([a-z][a-z0-9+.\-]*):", re.I)
 _SAFE_SCHEMES = ("http", "https", "mailto")
 _WORD = re.compile(r"\w+|\s+|[^\w\s]")
 _MAX_WORD_DIFF = 2000  # characters of a line compared word by word; longer lines are marked whole
+
+
+def when(stamp: object) -> str:
+    """An ISO time as a person reads it: `4 Dec 2026, 18:40 UTC` (the raw text when it is not one)."""
+    try:
+        t = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return str(stamp)
+    return f"{t.day} {t:%b %Y, %H:%M} UTC"
+
+
+def when_short(stamp: object) -> str:
+    """An ISO time in a list: `4 Dec 18:40` (UTC; the raw text when it is not one)."""
+    try:
+        t = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
+    except ValueError:
+        return str(stamp)
+    return f"{t.day} {t:%b %H:%M}"
 
 
 def _valid_link(url: str) -> bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
@@ -16,7 +15,7 @@ from starlette.responses import HTMLResponse, RedirectResponse
 from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.services import Services, versions
 from kbserver.services.models import DiffEntry
-from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown
+from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown, when, when_short
 from kbserver.web.session import check_csrf, csrf_token, require_admin, signed_in
 
 __all__ = [
@@ -58,24 +57,6 @@ def _short(version: object) -> str:
     return str(version)[:12] if version else "none"
 
 
-def when(stamp: object) -> str:
-    """An ISO time as a person reads it: `4 Dec 2026, 18:40 UTC` (the raw text when it is not one)."""
-    try:
-        t = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError:
-        return str(stamp)
-    return f"{t.day} {t:%b %Y, %H:%M} UTC"
-
-
-def when_short(stamp: object) -> str:
-    """An ISO time in a list: `4 Dec 18:40` (UTC; the raw text when it is not one)."""
-    try:
-        t = datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError:
-        return str(stamp)
-    return f"{t.day} {t:%b %H:%M}"
-
-
 def _diff_files(entries: Iterable[DiffEntry]) -> list[DiffFile]:
     return [parse_patch(e.path, e.change, e.patch) for e in entries]
 
@@ -93,6 +74,7 @@ def _env() -> Environment:
         label=lambda kind: LABELS.get(str(kind), str(kind).replace("_", " ")),
         diff=_diff_files,
         when=when,
+        capitalize_first=lambda text: text[:1].upper() + text[1:],
         when_short=when_short,
     )
     env.globals.update(

@@ -8,12 +8,12 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from kbserver.core.errors import KBError
-from kbserver.dialects.record_view import is_dialect_path, title_of, view_of
+from kbserver.dialects.record_view import RecordView, field_words, is_dialect_path, title_of, view_of
 from kbserver.services import files, search
 from kbserver.services.activity import WeekFile
 from kbserver.services.auth import ADMIN
 from kbserver.services.context import Services
-from kbserver.web.markup import word_diff
+from kbserver.web.markup import when, word_diff
 
 __all__ = ["MAX_TITLES", "RecordDiff", "Superseded", "record_diffs", "superseded", "superseding", "titles"]
 
@@ -41,12 +41,72 @@ def titles(services: Services, slug: str, paths: Iterable[str], version: str | N
 
 @dataclass
 class RecordDiff:
-    """A memory's change as a person reads it: each changed field before and after, and the text's words."""
+    """A memory's change as a person reads it: sentences for what changed besides its text ("type
+    changed from fact to preference", "now superseded by «…»"), and the text's changed words."""
 
-    fields: list[tuple[str, str, str]]  # (field, before, after); "" when absent
+    changes: list[Markup]
     old: Markup
     new: Markup
     text_changed: bool
+    created: Markup | None = None  # a new memory in a sentence (who may read it, type, date)
+
+
+_DATES = {"createdAt", "created", "updatedAt", "updated", "created_at", "updated_at", "expires"}
+_QUIET = {"id", "memory_id"}  # the file name says it already
+
+
+def _value(key: str, value: str) -> str:
+    return when(value) if key in _DATES else value
+
+
+def _quoted(services: Services, slug: str, path: str, memory_id: str, version: str) -> Markup:
+    """«the text» of the memory `memory_id` beside `path` at `version` (its id when it cannot be read)."""
+    folder = path.rsplit("/", 1)[0] if "/" in path else ""
+    other = f"{folder}/{memory_id}.md" if folder else f"{memory_id}.md"
+    text = _text(services, slug, other, version)
+    title = title_of(other, text) if text is not None else None
+    return Markup("«{}»").format(title) if title else Markup("a memory not found ({})").format(memory_id)
+
+
+def _sentences(
+    services: Services, slug: str, path: str, a: dict[str, str], b: dict[str, str], version: str
+) -> list[Markup]:
+    out: list[Markup] = []
+    for key in dict.fromkeys([*a, *b]):
+        before, after = a.get(key), b.get(key)
+        if before == after or key in _QUIET:
+            continue
+        name = field_words(key)
+        if key == "superseded_by":
+            if after:
+                out.append(
+                    Markup("now superseded by {}").format(_quoted(services, slug, path, after, version))
+                )
+            else:
+                out.append(Markup("no longer superseded"))
+        elif key == "supersedes" and after:
+            said = [_quoted(services, slug, path, m.strip(), version) for m in after.split(",")]
+            out.append(Markup("now supersedes {}").format(Markup(", ").join(said)))
+        elif key == "agentId" and path.startswith("memories/"):
+            out.append(Markup("now private to agent {}").format(after) if after else Markup("now shared"))
+        elif before is None:
+            out.append(Markup("{} set to {}").format(name, _value(key, str(after))))
+        elif after is None:
+            out.append(Markup("{} removed (it was {})").format(name, _value(key, before)))
+        else:
+            out.append(
+                Markup("{} changed from {} to {}").format(name, _value(key, before), _value(key, after))
+            )
+    return out
+
+
+def _created(new: RecordView) -> Markup:
+    parts = [f"a new memory, {new.scope_words}"]
+    if new.type:
+        parts.append(f"type {new.type}")
+    if new.created:
+        parts.append(f"created {when(new.created)}")
+    return Markup("{}").format(", ".join(parts))
 
 
 def record_diffs(
@@ -62,10 +122,16 @@ def record_diffs(
         if old is None and new is None:
             continue
         a, b = (old.fields if old else {}), (new.fields if new else {})
-        changed = [(k, a.get(k, ""), b.get(k, "")) for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)]
+        changed = _sentences(services, slug, path, a, b, after) if old and new else []
+        if old is not None and new is None:
+            changed = [Markup("memory deleted (it was {})").format(old.scope_words)]
         old_words, new_words = word_diff(old.text if old else "", new.text if new else "")
         out[path] = RecordDiff(
-            changed, old_words, new_words, (old.text if old else "") != (new.text if new else "")
+            changed,
+            old_words,
+            new_words,
+            (old.text if old else "") != (new.text if new else ""),
+            _created(new) if new is not None and old is None else None,
         )
     return out
 

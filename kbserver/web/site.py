@@ -16,7 +16,19 @@ from starlette.staticfiles import StaticFiles
 
 from kbserver.core.errors import InvalidRequest, KBError, NotFound
 from kbserver.services import Services
-from kbserver.web import agents, browse, connect, edit, glance, history, inbox, login, oidc, proposals
+from kbserver.web import (
+    agents,
+    browse,
+    connect,
+    edit,
+    glance,
+    history,
+    inbox,
+    login,
+    memories,
+    oidc,
+    proposals,
+)
 from kbserver.web.page import render, see_other
 from kbserver.web.session import (
     LoginLimiter,
@@ -101,6 +113,7 @@ def admin_app(
         Route(KB + "/files/{path:path}", browse.file_page, methods=["GET"]),
         Route(KB + "/search", browse.search_page, methods=["GET"]),
         Route(KB + "/week", glance.week_page, methods=["GET"]),
+        Route(KB + "/memories", memories.memories_page, methods=["GET"]),
         Route(KB + "/edit/{path:path}", edit.edit_page, methods=["GET"]),
         Route(KB + "/new", edit.new_page, methods=["GET"]),
         Route(KB + "/publish", edit.publish, methods=["POST"]),

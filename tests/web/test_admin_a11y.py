@@ -52,6 +52,7 @@ def _pages(api: Api) -> list[str]:
         f"{kb}/review",
         f"{kb}/proposals",
         f"{kb}/week",
+        f"{kb}/memories",
         "/admin/no-such-page",
     ]
 

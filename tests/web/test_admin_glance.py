@@ -121,9 +121,11 @@ def test_the_week_page_lists_what_changed_by_whom(admin_tab: Tab, api: Api) -> N
     assert sum(int(r[0]) for r in rows.values()) == len(versions)
     # Each memory's page links to the other: what it superseded, and what superseded it.
     item.get_by_role("link", name="00000000000000b2").click()
-    page.locator("section.record").get_by_role("link", name="00000000000000a1").click()
+    page.locator("section.record").get_by_role(
+        "link", name="«Ann likes tea.»"
+    ).click()  # its text, not its id
     page.wait_for_url(re.compile(r".*/00000000000000a1\.md$"))
-    assert "Superseded by\n00000000000000b2" in page.locator("section.record .facts").inner_text()
+    assert "Superseded by\n«Ann now likes coffee.»" in page.locator("section.record .facts").inner_text()
 
 
 def test_the_agents_page_shows_each_agents_writes_and_permissions(admin_tab: Tab, api: Api) -> None:

@@ -34,6 +34,7 @@ pages = st.sampled_from(
         "new?folder=",
         "review?",
         "proposals?",
+        "memories?q=",
     ]
 )
 posts = st.sampled_from(

@@ -35,6 +35,8 @@ PAGES = [
     "/admin/kbs/notes/review",
     "/admin/kbs/notes/proposals",
     "/admin/kbs/notes/week",
+    "/admin/kbs/notes/memories",
+    "/admin/kbs/notes/memories?q=x",
 ]
 POSTS = [
     "/admin/logout",
