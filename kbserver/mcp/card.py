@@ -19,7 +19,7 @@ from mcp.server.apps import Apps
 from mcp.types import CallToolResult, TextContent
 
 from kbserver.core.model import Caller
-from kbserver.services import Services, asks
+from kbserver.services import Services, asks, proposal_cards, proposals
 
 __all__ = [
     "CARD_META",
@@ -28,6 +28,7 @@ __all__ = [
     "approval_result",
     "approval_text",
     "card_apps",
+    "files_in_words",
 ]
 
 CARD_URI = "ui://kbserver/proposal-card.html"
@@ -50,13 +51,42 @@ def card_apps() -> Apps:
     return apps
 
 
+_MODES = {
+    "create": "create {path} (a new file)",
+    "append": "add to the end of {path}",
+    "edit": "edit part of {path}",
+    "overwrite": "replace all of {path}",
+    "delete": "delete {path}",
+}
+
+
+def files_in_words(files: list[dict[str, Any]]) -> list[str]:
+    """Each file of a proposal as what approving does to it: `create notes/a.md (a new file)`."""
+    return [_MODES.get(str(f["mode"]), "change {path}").format(path=f["path"]) for f in files]
+
+
 def approval(services: Services, caller: Caller, proposal_id: str, base_url: str | None) -> dict[str, Any]:
-    """What the card shows of a proposal: its state (files, diff, stale) and its web admin URL."""
-    found = asks.status(services, caller, proposal_id)
+    """What the card shows of a proposal: its state (files, diff, stale), who asked and why, the files
+    and the stale state in a person's words, a title, and its web admin URL."""
+    row = asks.find(services, caller, proposal_id)
+    shown = proposals.shown(services, row)
+    found = asks.state(row.slug, shown)
     data = found.model_dump(mode="json")
     path = f"/admin/kbs/{found.kb}/proposals#p-{found.id}"
     data["admin_url"] = base_url.rstrip("/") + path if base_url else path
     data["card"] = CARD_URI
+    words = files_in_words(data["files"])
+    subject = (found.message or "").strip().split("\n", 1)[0]
+    data["asked_by"] = shown.agent
+    data["files_words"] = words
+    data["title"] = subject or f"{shown.agent} asks to {words[0]}" + (
+        f" and {len(words) - 1} more" if len(words) > 1 else ""
+    )
+    data["stale_words"] = None
+    if shown.conflict is not None:
+        details = shown.conflict.model_dump()
+        paths = [str(details["path"])] if details.get("path") else []
+        data["stale_words"] = proposal_cards.explain(shown.conflict.code, paths, shown.conflict.message)
     return data
 
 

@@ -4,13 +4,15 @@ its tools/call requests to the real server over the proposing agent's own MCP co
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kbserver.core.model import WriteRequest
 from kbserver.mcp.card import CARD_URI
-from kbserver.services import Services, agents, proposals
+from kbserver.services import Services, agents, proposals, writes
 from kbserver.services.auth import ADMIN
 from tests.helpers import make_agent, state
 from tests.mcp.clients import http_client, ok
@@ -86,22 +88,40 @@ async def test_approve_in_the_card(http_url: str, services: Services, kb: str) -
                     [result, html],
                 )
                 card = page.frame_locator("#card")
-                await card.get_by_text(f"Proposal {pid} for KB {kb}: pending").wait_for()
-                await card.get_by_text("create idea.md").wait_for()
-                assert "an <b>idea</b>" in await card.locator("pre").first.inner_text()  # text, not HTML
+                await card.get_by_role("heading", name="asker asks to create idea.md (a new file)").wait_for()
+                await card.get_by_text("create idea.md (a new file)", exact=True).wait_for()
+                assert pid not in await card.locator("main").inner_text()  # a title, not the proposal id
+                added = await card.locator(".diff .add").first.inner_text()
+                assert "an <b>idea</b>" in added  # text, not HTML
                 assert await card.locator("b").count() == 0
 
                 assert await card.locator("input[type=password]").count() == 0  # never asks for a token
                 await card.get_by_role("button", name="Approve or reject in kbserver").click()
                 await card.get_by_text("Opened in kbserver").wait_for()
                 opened = await page.evaluate("window.opened")
-                assert opened == f"{http_url}/admin/kbs/{kb}/proposals#p-{pid}", opened
+                assert opened == f"{http_url}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}", opened
                 assert state(services, kb) == before  # opening decides nothing
+                inner = next(f for f in page.frames if f != page.main_frame)
+                other = {"path": "idea.md", "mode": "create", "content": "someone else's\n"}
+                writes.submit(services, ADMIN, kb, WriteRequest.model_validate({"files": [other]}))
+                await inner.evaluate('window.dispatchEvent(new Event("focus"))')  # back: now it is stale
+                await card.get_by_text("approving would fail").wait_for()
+                shown = await card.locator("main").inner_text()
+                assert not re.search(r"[0-9a-f]{64}", shown) and "retry" not in shown, shown
+                assert shown.count("approving would fail") == 1
+                wide = await card.locator("body").evaluate("b => b.scrollWidth")
+                assert wide <= 700
+                writes.submit(
+                    services,
+                    ADMIN,
+                    kb,
+                    WriteRequest.model_validate({"files": [{"path": "idea.md", "mode": "delete"}]}),
+                )
 
                 proposals.approve(services, ADMIN, kb, pid)  # the person, on the page the card opened
                 inner = next(f for f in page.frames if f != page.main_frame)
                 await inner.evaluate('window.dispatchEvent(new Event("focus"))')  # back in the chat
-                await card.get_by_text(f"Proposal {pid} for KB {kb}: approved").wait_for()
+                await card.get_by_text("Approved: it is part of the knowledge base").wait_for()
                 head = services.repos.repo(kb).head()
                 assert head is not None and head != before[0]
                 calls = await page.evaluate("window.calls")
