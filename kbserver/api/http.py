@@ -15,6 +15,7 @@ from starlette.responses import JSONResponse
 from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.core.inputs import check_input
 from kbserver.core.model import Caller
+from kbserver.core.problems import problems
 from kbserver.services import Services
 from kbserver.services.auth import authenticate, client_address
 
@@ -62,11 +63,10 @@ async def caller(request: Request) -> Caller:
 
 def validation_error(err: ValidationError, where: str) -> InvalidRequest:
     """A pydantic error as `invalid_request`, naming each bad field and why (no input echoed back)."""
-    problems = [
-        {"field": ".".join(str(p) for p in e["loc"]) or where, "problem": e["msg"]} for e in err.errors()
-    ]
-    first = problems[0]
-    return InvalidRequest(f"invalid {where}: {first['field']}: {first['problem']}", errors=problems)
+    found = problems(err, where)
+    said = "; ".join(f"{p['field']}: {p['problem']}" for p in found[:3])
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    return InvalidRequest(f"invalid {where}: {said}{more}", errors=found)
 
 
 def _too_large(limit: int) -> TooLarge:

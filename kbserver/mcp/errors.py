@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from kbserver.core.errors import InvalidRequest, KBError
 from kbserver.core.inputs import check_input
+from kbserver.core.problems import problems
 
 __all__ = ["KBTool", "error_result", "ok_result", "resource_error"]
 
@@ -45,11 +46,8 @@ def resource_error(err: KBError, uri: str) -> MCPError:
 
 
 def _invalid_arguments(tool: str, exc: ValidationError) -> InvalidRequest:
-    problems = []
-    for e in exc.errors(include_url=False):
-        where = ".".join(str(part) for part in e["loc"]) or "arguments"
-        problems.append(f"{where}: {e['msg']}")
-    return InvalidRequest(f"bad arguments for {tool}: " + "; ".join(problems), errors=problems)
+    said = [f"{p['field']}: {p['problem']}" for p in problems(exc, "arguments")]
+    return InvalidRequest(f"bad arguments for {tool}: " + "; ".join(said), errors=said)
 
 
 class KBTool(Tool):

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
 from kbserver.core.model import Caller, FileChange, WriteRequest
+from kbserver.core.problems import problems
 from kbserver.services import kbs, runs, search, writes
 from kbserver.services.context import Services
 from kbserver.services.models import SearchResults, WriteOutcome
@@ -127,7 +128,8 @@ class AgentSession:
         try:
             req = WriteRequest(files=list(changes), message=message, run_id=run_id)
         except ValidationError as exc:
-            raise InvalidRequest(f"bad write: {exc.errors(include_url=False)[0]['msg']}") from None
+            first = problems(exc, "write")[0]
+            raise InvalidRequest(f"bad write: {first['field']}: {first['problem']}") from None
         try:
             return writes.submit(
                 self.services, self.caller, slug, req, tool_set=tool_set, idempotency_key=idempotency_key

@@ -8,6 +8,7 @@ from starlette.responses import Response
 
 from kbserver.core.errors import KBError, Stale
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, WriteRequest, WriteResult
+from kbserver.core.problems import problems
 from kbserver.services import files, kbs, review, writes
 from kbserver.services.auth import require_write
 from kbserver.web.page import admin_form, call, file_url, flash, render, see_other, services_of
@@ -97,8 +98,8 @@ class _Plain:
     def __init__(self, err: ValueError) -> None:
         self.code, self.message = "invalid_request", str(err).splitlines()[0]
         if isinstance(err, ValidationError) and err.errors():
-            first = err.errors()[0]
-            self.message = f"{first['loc'][-1] if first['loc'] else 'form'}: {first['msg']}"
+            first = problems(err, "form")[0]
+            self.message = f"{first['field']}: {first['problem']}"
 
 
 async def delete_page(request: Request) -> Response:

@@ -62,3 +62,26 @@ def test_git_clients_get_the_message_as_text(client: TestClient, kb: str) -> Non
     r = client.get(url)
     assert r.status_code == 403 and r.json()["error"]["code"] == "forbidden"
     assert r.json()["error"]["message"].startswith("kbserver is read-only: write through the API")
+
+
+def test_validation_errors_say_what_is_wrong_and_what_is_allowed(
+    client: TestClient, services: Services, kb: str, agent: dict[str, str]
+) -> None:
+    before = state(services, kb)
+    for files, said in (
+        (
+            [{"path": "a.md", "mode": "apend", "content": "x"}],
+            "files[0].mode: 'apend' is not a mode; use create, append, edit, overwrite or delete",
+        ),
+        ([{"path": "a.md", "content": "x"}], "files[0].mode: is missing; use create, append, edit"),
+        (
+            [{"path": "a.md", "mode": "append", "content": "x", "expected_sha256": "abc"}],
+            "files[0].expected_sha256: must be a sha256: 64 lowercase hex digits",
+        ),
+    ):
+        r = client.post(f"/api/v1/kbs/{kb}/write", headers=agent, json={"files": files})
+        assert r.status_code == 400, r.text
+        err = r.json()["error"]
+        assert err["code"] == "invalid_request" and said in err["message"], err
+        assert all("pattern" not in e["problem"] and "tag" not in e["problem"] for e in err["errors"])
+    assert state(services, kb) == before

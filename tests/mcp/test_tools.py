@@ -240,6 +240,24 @@ async def test_argument_errors_are_invalid_request(services: Services, agent: di
         assert missing["code"] == "not_found" and missing["path"] == "nope.md"
 
 
+async def test_validation_errors_in_words(services: Services, kb: str, agent: dict[str, str]) -> None:
+    before = state(services, kb)
+    async with memory_client(services, "bob") as client:
+        bad = {"files": [{"path": "a.md", "mode": "apend", "content": "x"}]}
+        err = error(await client.call_tool("write_context", bad))
+        assert err["code"] == "invalid_request"
+        assert (
+            "files[0].mode: 'apend' is not a mode; use create, append, edit, overwrite or delete"
+            in err["message"]
+        )
+        sha = {"path": "a.md", "mode": "edit", "old_string": "x", "new_string": "y", "expected_sha256": "zz"}
+        err = error(await client.call_tool("write_context", {"files": [sha]}))
+        assert "files[0].expected_sha256: must be a sha256: 64 lowercase hex digits" in err["message"]
+        for text in (err["message"], *err["errors"]):
+            assert "pattern" not in text and "Input tag" not in text and "discriminator" not in text
+    assert state(services, kb) == before
+
+
 async def test_permissions(services: Services, agent: dict[str, str]) -> None:
     kbs.create(services, ADMIN, "secret-kb", "Not for bob")
     kbs.create(services, ADMIN, "shared", "Read only for carol")
