@@ -38,10 +38,14 @@ __all__ = [
 
 
 def kb_create(args: argparse.Namespace) -> int:
-    _, services = services_of(args)
+    settings, services = services_of(args)
     with closing(services):
         kb = kbs.create(services, ADMIN, args.slug, args.description)
-    print(json.dumps(kb.model_dump(mode="json")))
+    if args.json:
+        print(json.dumps(kb.model_dump(mode="json")))
+    else:
+        about = f" ({kb.description})" if kb.description else ""
+        print(f"created KB {kb.slug}{about} in data folder {settings.data.resolve()}")
     return 0
 
 

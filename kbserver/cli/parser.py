@@ -71,11 +71,10 @@ def build(only: str | None = None) -> argparse.ArgumentParser:
 
     kb = sub.add_parser("kb", help="manage KBs", description="manage KBs")
     kb_sub = kb.add_subparsers(dest="kb_command", required=True)
-    p = command(
-        "create", _lazy("admin", "kb_create"), "create a KB (prints it as JSON)", kb_sub, creates_data=True
-    )
+    p = command("create", _lazy("admin", "kb_create"), "create a KB and say where", kb_sub, creates_data=True)
     p.add_argument("slug", help="the KB's name: lowercase letters, digits and dashes")
     p.add_argument("--description", default="", help="what the KB is for (goes into its README.md)")
+    p.add_argument("--json", action="store_true", help="print the KB as JSON")
     p = command("list", _lazy("admin", "kb_list"), "list every KB: slug, head version, description", kb_sub)
     p.add_argument("--json", action="store_true", help="print the list as JSON")
     p = command("limits", _lazy("admin", "kb_limits"), "set a KB's write limits (prints them)", kb_sub)

@@ -58,6 +58,9 @@ def serve(args: argparse.Namespace) -> int:
     port = int(sock.getsockname()[1])
     child = FollowerProcess(settings.data) if settings.follower == "child" else None
     options = settings.options() if child is None else dataclasses.replace(settings.options(), follow=False)
+    data = settings.data.resolve()
+    new_data = not data.is_dir()
+    new_token = not settings.admin_token and not (data / "admin-token").exists()
     services = open_services(settings.data, options)
     try:
         if bootstrap(settings, services):
@@ -101,7 +104,19 @@ def serve(args: argparse.Namespace) -> int:
                 if self.started:  # the address is reported only once the server answers on it
                     print(f"kbserver {__version__} on {base}")
                     print(f"admin URL: {base}/admin (HTTP API: {base}/api/v1, described by /openapi.json)")
-                    print(f"admin token: {token}", flush=True)
+                    print(f"admin token: {token}")
+                    print(f"data folder: {data}", flush=True)
+                    if new_data:  # a serve started from another folder would otherwise look empty
+                        print(
+                            f"NOTE: there was no data folder at {data}, so a NEW, EMPTY one was made there"
+                            + (" with a new admin token (in admin-token)" if new_token else "")
+                            + "; to use an existing one, stop and pass --data DIR or set KBSERVER_DATA",
+                            flush=True,
+                        )
+                    elif new_token:
+                        print(
+                            f"NOTE: a new admin token was generated into {data / 'admin-token'}", flush=True
+                        )
 
             async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
                 # Queries waiting for an embedding fail now (uvicorn waits for every open request).
@@ -132,7 +147,7 @@ def mcp(args: argparse.Namespace) -> int:
     settings, services = services_of(args)
     with closing(services):
         services.start()  # follows main unless another process (serve, a worker) already does
-        run_stdio(services, args.agent, admin_token(settings))  # checks the approval card's token
+        run_stdio(services, args.agent, admin_token(settings), settings.public)  # the card's links
     return 0
 
 

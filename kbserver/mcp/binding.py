@@ -57,6 +57,7 @@ class Binding:
     caller: Callable[[], Caller]
     process_run: RunInfo | None = None
     admin_token: str | None = None  # checks the approval card's admin credential (None: no card approvals)
+    public_url: str | None = None  # where people open the web admin when no HTTP request names it (stdio)
     known: Callable[[], Caller | None] = lambda: None
 
     def run_of(self, rctx: _Ctx | None, run: str | None = None) -> RunInfo | None:

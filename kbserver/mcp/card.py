@@ -72,7 +72,7 @@ def approval(services: Services, caller: Caller, proposal_id: str, base_url: str
     shown = proposals.shown(services, row)
     found = asks.state(row.slug, shown)
     data = found.model_dump(mode="json")
-    path = f"/admin/kbs/{found.kb}/proposals#p-{found.id}"
+    path = f"/admin/kbs/{found.kb}/proposals?p={found.id}#p-{found.id}"  # ?p= survives signing in
     data["admin_url"] = base_url.rstrip("/") + path if base_url else path
     data["card"] = CARD_URI
     words = files_in_words(data["files"])

@@ -170,7 +170,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         session = binding.session(ctx.request_context, run)
         result = session.submit(session.default_kb(kb), files, message, idempotency_key=idempotency_key)
         if isinstance(result, ProposalAccepted):  # the approval card's data, and its text
-            card = approval(services, session.caller, result.proposal.id, base_url(ctx))
+            card = approval(services, session.caller, result.proposal.id, base_url(ctx) or binding.public_url)
             return approval_result(result.model_dump(mode="json"), card)
         return ok_result(result)
 

@@ -186,7 +186,7 @@ def parse_patch(path: str, change: str, patch: str) -> DiffFile:
         if m:
             _flush(f.lines, dels, adds, raw)
             old_no, new_no = int(m.group(1)), int(m.group(2))
-            f.lines.append(DiffLine("hunk", None, None, escape(line)))
+            f.lines.append(DiffLine("hunk", None, None, escape(f"From line {max(new_no, 1)}:")))  # not @@
         elif line.startswith("-"):
             d = DiffLine("del", old_no, None, escape(line[1:]))
             raw[id(d)] = line[1:]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -48,8 +50,16 @@ async def _page(
     )
 
 
+_ANCHOR = re.compile(r"[A-Za-z0-9_-]{1,100}")
+
+
 async def proposals_page(request: Request) -> Response:
+    """`?p=ID` (the approval card's link) answers with the page at that proposal's anchor: a fragment
+    never reaches the server, so one kept in the query survives signing in on the way."""
     require_admin(request)
+    focus = request.query_params.get("p", "")
+    if _ANCHOR.fullmatch(focus):
+        return see_other(f"/admin/kbs/{_slug(request)}/proposals#p-{focus}")
     return await _page(request)
 
 
@@ -65,7 +75,7 @@ async def approve(request: Request) -> Response:
         return await _page(request, err.status, err, pid)
     flash(
         request,
-        f"Approved proposal {pid}: its change is on main as a new approval version.",
+        f"Approved proposal {pid}: its change is in the KB now, as a new approval version.",
         slug,
         result.version,
     )
@@ -79,5 +89,5 @@ async def reject(request: Request) -> Response:
     reason = form.get("reason", "").strip() or None
     await call(proposals.reject, services_of(request), who, slug, pid, reason)
     told = "the agent can read your reason" if reason else "no reason given"
-    flash(request, f"Rejected proposal {pid}; nothing changed on main ({told}).", slug)
+    flash(request, f"Rejected proposal {pid}; nothing changed in the KB ({told}).", slug)
     return see_other(f"/admin/kbs/{slug}/proposals")

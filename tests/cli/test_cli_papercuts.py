@@ -154,3 +154,24 @@ def test_serve_warns_about_a_short_admin_token(tmp_path: Path, token: str, warne
     if warned:
         assert said[0]["message"].startswith("the admin token is only 11 characters")
         assert token not in err  # the warning never shows the token
+
+
+def test_kb_create_says_what_it_did_and_where(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    made = run("--data", str(data), "kb", "create", "team", "--description", "Team memory")
+    assert made.returncode == 0, made.stderr
+    assert made.stdout == f"created KB team (Team memory) in data folder {data.resolve()}\n"
+    as_json = run("--data", str(data), "kb", "create", "ops", "--json")
+    assert json.loads(as_json.stdout)["slug"] == "ops"
+
+
+def test_serve_names_its_data_folder_and_says_so_when_it_made_one(tmp_path: Path) -> None:
+    from tests.helpers import LiveServer
+
+    for expect_new in (True, False):  # the first start makes the folder; the second finds it
+        server = LiveServer(tmp_path / "data", env={"KBSERVER_SAMPLE": "false"}).start()
+        server.stop()
+        out = server.log.read_text()
+        assert f"data folder: {(tmp_path / 'data').resolve()}" in out, out
+        assert ("a NEW, EMPTY one was made there" in out) is expect_new, out
+        server.log.unlink()

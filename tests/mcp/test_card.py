@@ -59,7 +59,7 @@ async def test_the_card_is_an_mcp_app(http_url: str, services: Services, kb: str
     shown = result["approval"]
     assert shown["status"] == "pending" and shown["files"] == [{"path": "idea.md", "mode": "create"}]
     assert shown["diff"][0]["change"] == "added" and "+an idea" in shown["diff"][0]["patch"]
-    assert shown["admin_url"] == f"{http_url}/admin/kbs/{kb}/proposals#p-{pid}"
+    assert shown["admin_url"] == f"{http_url}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}"
     # Without MCP Apps, the same as text: files, diff and where to approve.
     assert any("create idea.md" in t and shown["admin_url"] in t and "+an idea" in t for t in text)
 

@@ -152,7 +152,7 @@ def test_stale_proposal_says_so_and_stays_pending(admin_tab: Tab, api: Api) -> N
     assert admin_tab.button("Approve").count() == 0  # never offered when bound to fail
     proposed = page.locator("article.proposal .diff-file").first  # what the agent wanted, still shown
     assert proposed.locator("tr.add").inner_text().endswith("mine")
-    assert page.get_by_role("heading", name="What changed on main since it was proposed").is_visible()
+    assert page.get_by_role("heading", name="What changed in the KB since it was proposed").is_visible()
     assert page.get_by_role("link", name="Edit idea.md yourself").is_visible()
     form = {"csrf": page.locator('input[name="csrf"]').first.get_attribute("value")}
     r = admin_tab.context.request.post(

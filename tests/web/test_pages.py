@@ -371,3 +371,13 @@ def test_undo_asks_first_and_the_way_back_stays_in_the_review(
     assert r.status_code == 303 and r.headers["location"] == "/admin/kbs/notes/review?agent=agent%3Abob"
     assert services.repos.repo(kb).view(services.repos.repo(kb).head()).read("undo-me.md") is None
     assert "Undid version" in client.get(r.headers["location"]).text
+
+
+def test_a_proposal_link_keeps_its_anchor_through_signing_in(client: TestClient, kb: str) -> None:
+    r = client.get("/admin/kbs/notes/proposals?p=prop_abc", follow_redirects=False)
+    assert r.status_code == 303 and "/admin/login" in r.headers["location"]
+    assert "p%3Dprop_abc" in r.headers["location"] or "p=prop_abc" in r.headers["location"]
+    log_in(client)
+    r = client.get("/admin/kbs/notes/proposals?p=prop_abc", follow_redirects=False)
+    assert r.status_code == 303 and r.headers["location"] == "/admin/kbs/notes/proposals#p-prop_abc"
+    assert client.get("/admin/kbs/notes/proposals?p=bad%20id").status_code == 200  # no anchor, the page

@@ -23,3 +23,11 @@ def test_a_write_in_words() -> None:
     assert in_words([*two, *many]) == "added 2 memories; edited 3 files: +6 \u22123 lines"
     assert in_words([_entry("memory-tool/notes.xml", "added", 1, 0)]).startswith("created memory-tool/")
     assert in_words([]) == "changed no file"
+
+
+def test_hunk_headers_read_as_words() -> None:
+    from kbserver.web.markup import parse_patch
+
+    f = parse_patch("a.md", "modified", "--- a\n+++ b\n@@ -12,3 +12,4 @@ section\n ctx\n-x\n+y\n+z\n")
+    hunks = [line.html for line in f.lines if line.kind == "hunk"]
+    assert hunks == ["From line 12:"] and (f.added, f.deleted) == (2, 1)
