@@ -78,7 +78,9 @@ def serve(args: argparse.Namespace) -> int:
         base = f"http://{settings.host}:{port}"
 
         class _Server(uvicorn.Server):
-            drain_asked = False  # a SIGTERM asked for a drain; on_tick starts it
+            drain_asked = False  # a SIGTERM asked for a drain; on_tick starts its timer
+            drain_started = False
+            readiness = app.state.readiness
 
             def handle_exit(self, sig: int, frame: FrameType | None) -> None:
                 # A signal handler: flags only. Starting a thread or taking a lock here could
@@ -86,13 +88,13 @@ def serve(args: argparse.Namespace) -> int:
                 draining = sig == signal.SIGTERM and settings.drain_seconds > 0
                 if draining and not self.drain_asked and not self.should_exit:
                     self.drain_asked = True
+                    self.readiness.draining = True  # /healthz answers 503 at once: traffic moves away
                     return
                 uvicorn.Server.handle_exit(self, sig, frame)  # at once (no drain, a second signal, Ctrl-C)
 
             async def on_tick(self, counter: int) -> bool:
-                readiness = app.state.readiness
-                if self.drain_asked and not readiness.draining:
-                    readiness.draining = True  # /healthz answers 503: the balancer moves traffic away
+                if self.drain_asked and not self.drain_started:
+                    self.drain_started = True
                     args = (self, signal.SIGTERM, None)
                     drain = threading.Timer(settings.drain_seconds, uvicorn.Server.handle_exit, args=args)
                     drain.daemon = True
