@@ -186,7 +186,9 @@ async def reject(request: Request) -> Response:
 async def start_run(request: Request) -> Response:
     who = await caller(request)
     req = await optional_body(request, s.RunIn)
-    return respond(await call(runs.start, services_of(request), who, req.kbs, req.interactive), 201)
+    return respond(
+        await call(runs.start, services_of(request), who, req.kbs, req.interactive, req.label), 201
+    )
 
 
 async def get_run(request: Request) -> Response:

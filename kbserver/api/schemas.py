@@ -147,6 +147,11 @@ class RejectIn(_In):
 class RunIn(_In):
     kbs: list[Slug] | None = None
     interactive: StrictBool = False
+    label: str | None = Field(
+        default=None,
+        max_length=200,
+        description="what the run is for: the reviewer's inbox names its task so",
+    )
 
 
 class RunEndIn(_In):

@@ -243,6 +243,10 @@ MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        13,  # a run's label (start_run / POST /runs): what the reviewer's inbox calls its task
+        ("ALTER TABLE runs ADD COLUMN label TEXT",),
+    ),
 )
 
 

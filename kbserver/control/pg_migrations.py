@@ -214,6 +214,10 @@ PG_MIGRATIONS: tuple[tuple[int, tuple[str, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        9,  # a run's label (start_run / POST /runs): what the reviewer's inbox calls its task
+        ("ALTER TABLE runs ADD COLUMN label TEXT",),
+    ),
 )
 
 

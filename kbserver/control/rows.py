@@ -94,6 +94,7 @@ class RunRow:
     mounts: dict[str, str]
     agent_id: str | None = None  # the AgentRow.id of its agent (None: an agent since deleted)
     ended: float | None = None  # when POST /runs/{id}/end ended it (None: live until `expires`)
+    label: str | None = None  # what the run is for, as its agent named it (the inbox's task)
 
 
 @dataclass(frozen=True)
@@ -281,6 +282,7 @@ def run_row(row: Any) -> RunRow:
         mounts=json.loads(row["mounts"]),
         agent_id=row["agent_id"],
         ended=row["ended"],
+        label=row["label"],
     )
 
 

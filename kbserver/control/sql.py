@@ -171,8 +171,8 @@ class SqlStore(SqlPeople, ConnectionsSql):
             # Cleanup needs no cron; a run is kept a while past its end so its reads can say why.
             db.execute("DELETE FROM runs WHERE expires < ?", (time.time() - RUN_KEPT_SECONDS,))
             db.execute(
-                "INSERT INTO runs (id, agent, created, expires, interactive, mounts, agent_id)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO runs (id, agent, created, expires, interactive, mounts, agent_id, label)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     run.id,
                     run.agent,
@@ -181,6 +181,7 @@ class SqlStore(SqlPeople, ConnectionsSql):
                     run.interactive,
                     json.dumps(run.mounts),
                     run.agent_id,
+                    run.label,
                 ),
             )
 

@@ -58,6 +58,14 @@ def run_tools(binding: "Binding") -> list[Tool]:
                 "read_write_ask write becomes a proposal instead of being refused.",
             ),
         ] = False,
+        label: Annotated[
+            str | None,
+            Field(
+                max_length=200,
+                description="What this run is for, in a few words (e.g. 'triage open issues'): the "
+                "person reviewing your writes sees them grouped under it.",
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, StartRunOutput]:
         """Start a run: pin the current version of each KB you can read (or of `kbs`) for this task.
 
@@ -65,7 +73,7 @@ def run_tools(binding: "Binding") -> list[Tool]:
         call. Returns {run, mounts: {slug: version}, expires_at, instructions}; after expires_at, calls
         naming the run fail as not_found (start a new one).
         """
-        started = runs.start(services, binding.caller(), kbs, interactive)
+        started = runs.start(services, binding.caller(), kbs, interactive, label)
         data = started.model_dump(mode="json")
         data = {"run": data.pop("id"), **data}
         data["instructions"] = run_rules(started.id, dict(started.mounts), interactive)

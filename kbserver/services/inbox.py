@@ -28,7 +28,8 @@ class InboxItem:
 @dataclass
 class InboxGroup:
     """The writes of one agent on one task: one run (run None: its writes outside a run), named by
-    `task` (the message of the run's first write shown; None outside a run or when it had none)."""
+    `task` (the run's label, else the message of its first write shown; None outside a run or when
+    it had neither)."""
 
     author: str
     run: str | None
@@ -120,8 +121,14 @@ def inbox(
     ]
     page = [info(repo, v) for v in (matching[-shown:] if shown else [])]
     groups: dict[tuple[str, str | None], InboxGroup] = {}
+    labels: dict[str, str | None] = {}
     for w in reversed(page):  # oldest first, so a run's task is its first write's message
-        task = w.message if w.run and not w.message.startswith(_DEFAULT_SUBJECTS) else None
+        if w.run and w.run not in labels:
+            row = services.control.run(w.run)
+            labels[w.run] = row.label if row is not None else None
+        task = labels.get(w.run) if w.run else None
+        if task is None and w.run and not w.message.startswith(_DEFAULT_SUBJECTS):
+            task = w.message
         group = groups.setdefault((w.author, w.run), InboxGroup(w.author, w.run, task=task))
         group.items.insert(0, InboxItem(w, undone.get(w.version)))
     order = {w.version: n for n, w in enumerate(page)}  # the group of the newest write comes first

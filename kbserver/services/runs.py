@@ -14,13 +14,20 @@ from kbserver.services.files import list_at, read_at
 from kbserver.services.models import FileContent, FileList, RunEnded, RunStarted
 from kbserver.services.privacy import check_read
 
-__all__ = ["end", "get", "list_files", "mounted", "owned_run", "read_file", "start"]
+__all__ = ["MAX_LABEL", "end", "get", "list_files", "mounted", "owned_run", "read_file", "start"]
+
+MAX_LABEL = 200
 
 
 def start(
-    services: Services, caller: Caller, kbs: list[str] | None = None, interactive: bool = False
+    services: Services,
+    caller: Caller,
+    kbs: list[str] | None = None,
+    interactive: bool = False,
+    label: str | None = None,
 ) -> RunStarted:
-    """Pin the head of each KB the agent can read (or of `kbs`). Raises Forbidden, NotFound."""
+    """Pin the head of each KB the agent can read (or of `kbs`); `label` names the task for the
+    reviewer's inbox. Raises Forbidden, NotFound, InvalidRequest."""
     if caller.is_human:
         raise Forbidden("runs belong to agents; call POST /runs with an agent's token")
     if kbs is not None:
@@ -41,9 +48,19 @@ def start(
         interactive=interactive,
         mounts=mounts,
         agent_id=caller.agent_id,
+        label=_label(label),
     )
     services.control.add_run(run)
     return _shown(run)
+
+
+def _label(label: str | None) -> str | None:
+    """A label as stored: one line of at most MAX_LABEL characters, None when blank."""
+    if label is None or not label.strip():
+        return None
+    if len(label) > MAX_LABEL or any(ch < " " or ch == "\x7f" for ch in label):
+        raise InvalidRequest(f"label: one line of at most {MAX_LABEL} characters, without control characters")
+    return label.strip()
 
 
 def _shown(run: RunRow) -> RunStarted:

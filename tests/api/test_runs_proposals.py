@@ -248,3 +248,13 @@ def test_snapshot_holds_under_concurrent_writes(client: TestClient, kb: str, age
         for t in threads:
             t.join(timeout=120)
     assert client.get(f"/api/v1/kbs/{kb}/files/shared.md", headers=agent).json()["content"] != "v0\n"
+
+
+def test_a_run_takes_a_label(client: TestClient, services: Services, kb: str) -> None:
+    bob = make_agent(services, "bob", {kb: "read"})
+    r = client.post("/api/v1/runs", json={"label": "weekly digest"}, headers=bob)
+    assert r.status_code == 201, r.text
+    assert services.control.run(r.json()["id"]).label == "weekly digest"  # type: ignore[union-attr]
+    for bad in ({"label": "x" * 201}, {"label": 3}, {"label": "tab\there"}):
+        r = client.post("/api/v1/runs", json=bad, headers=bob)
+        assert (r.status_code, r.json()["error"]["code"]) == (400, "invalid_request"), bad

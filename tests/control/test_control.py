@@ -87,6 +87,14 @@ def test_a_run_ends_once(store: ControlStore) -> None:
     assert store.run("r1") == ended and store.end_run("nope", now) is None
 
 
+def test_a_run_keeps_its_label(store: ControlStore, open_store: OpenStore) -> None:
+    now = time.time()
+    store.add_run(RunRow("r2", "bob", now, now + 100, True, {}, label="triage 问题"))
+    store.add_run(RunRow("r3", "bob", now, now + 100, True, {}))
+    assert open_store().run("r2").label == "triage 问题"  # type: ignore[union-attr]
+    assert open_store().run("r3").label is None  # type: ignore[union-attr]
+
+
 def test_schema_version_is_the_last_migration(store: ControlStore, open_store: OpenStore) -> None:
     latest = (PG_MIGRATIONS if isinstance(store, PostgresControlStore) else MIGRATIONS)[-1][0]
     assert store.schema_version() == latest

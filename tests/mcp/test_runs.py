@@ -168,6 +168,9 @@ async def test_start_run_errors(http_url: str, services: Services, kb: str) -> N
         assert error(await bob.call_tool("start_run", {"kbs": ["nope"]}))["code"] == "not_found"
         assert error(await bob.call_tool("start_run", {"kbs": [kb, kb]}))["code"] == "invalid_request"
         assert error(await bob.call_tool("start_run", {"interactive": "yes"}))["code"] == "invalid_request"
+        assert error(await bob.call_tool("start_run", {"label": "a\nb"}))["code"] == "invalid_request"
+        labelled = ok(await bob.call_tool("start_run", {"label": "triage open issues"}))
+        assert services.control.run(labelled["run"]).label == "triage open issues"  # type: ignore[union-attr]
         read_only = ok(await bob.call_tool("start_run", {"interactive": True}))
         assert read_only["mounts"] == {kb: services.repos.repo(kb).head()} and read_only["interactive"]
         err = error(

@@ -192,3 +192,31 @@ def test_a_group_marked_reviewed_leaves_the_marker_and_the_others(services: Serv
     with pytest.raises(Forbidden):
         review.mark_each(services, caller_for(services, "bob"), kb, [a1])
     assert state(services, kb) == before and review.status(services, ADMIN, kb).unreviewed[0].version == a1
+
+
+def test_a_run_s_label_names_its_task_in_the_inbox(services: Services, kb: str) -> None:
+    make_agent(services, "bob", {kb: "read_write"})
+    bob = caller_for(services, "bob")
+    labelled = runs.start(services, bob, label="  triage open issues ")
+    plain = runs.start(services, bob)
+
+    def write(run_id: str, path: str, message: str) -> None:
+        req = WriteRequest.model_validate(
+            {
+                "run_id": run_id,
+                "message": message,
+                "files": [{"path": path, "mode": "create", "content": "x\n"}],
+            }
+        )
+        writes.submit(services, bob, kb, req)
+
+    write(labelled.id, "a.md", "first note")
+    write(plain.id, "b.md", "sorted the backlog")
+    tasks = {g.run: g.task for g in inbox.inbox(services, ADMIN, kb).groups}
+    assert tasks == {labelled.id: "triage open issues", plain.id: "sorted the backlog"}
+    assert services.control.run(labelled.id).label == "triage open issues"  # type: ignore[union-attr]
+    before = state(services, kb)
+    for bad in ("two\nlines", "x" * 201):
+        with pytest.raises(InvalidRequest):
+            runs.start(services, bob, label=bad)
+    assert state(services, kb) == before
