@@ -16,6 +16,7 @@ from typing import Any, cast
 import numpy as np
 from whoosh import query as q
 from whoosh.filedb.filestore import FileStorage, RamStorage
+from whoosh.index import EmptyIndexError
 
 from kbserver.index.arrays import collect_arrays, doc_ids
 from kbserver.index.bulk import BulkWriter
@@ -40,7 +41,9 @@ _install_lengths()  # a field without a length column is looked for once per seg
 _PROGRESS_EVERY = 500
 _FILTER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 # What reading a damaged index raises (truncated files, bad pickles, missing files).
-_READ_ERRORS = (OSError, EOFError, struct.error, ValueError, KeyError, IndexError, TypeError)
+# What reading an index whose files a rebuild or a merge removed meanwhile raises; EmptyIndexError is
+# Whoosh's own (not the builtin IndexError): its table of contents was already gone.
+_READ_ERRORS = (OSError, EOFError, struct.error, ValueError, KeyError, IndexError, TypeError, EmptyIndexError)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ import ipaddress
 import json
 import socket
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+from pydantic import JsonValue
 
 from kbserver.core.errors import InvalidRequest
 
@@ -54,7 +54,7 @@ def _check_address(host: str, port: int, loopback: bool) -> None:
             )
 
 
-def fetch(url: str, loopback: bool = False, timeout: float = TIMEOUT_SECONDS) -> dict[str, Any]:
+def fetch(url: str, loopback: bool = False, timeout: float = TIMEOUT_SECONDS) -> dict[str, JsonValue]:
     """The JSON object at `url`, whose `client_id` must be `url`. Raises ClientMetadataError."""
     parts = urlsplit(url)
     if not is_metadata_url(url, loopback) or parts.username or parts.password or parts.fragment:

@@ -20,6 +20,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
+from pydantic import JsonValue
+
 from kbserver.control import GrantRow
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller, Permission
@@ -96,7 +98,7 @@ def request_key(admin_token: str) -> bytes:
 # -- clients -----------------------------------------------------------------------------------------
 
 
-def client(services: Services, client_id: str, loopback: bool = False) -> dict[str, Any] | None:
+def client(services: Services, client_id: str, loopback: bool = False) -> dict[str, JsonValue] | None:
     """The metadata of a client (registered here, or a metadata document fetched and cached), or None."""
     row = services.control.oauth_client(client_id)
     now = time.time()
@@ -235,7 +237,8 @@ def allow(
     NotFound, AlreadyExists; nothing is made when it raises.
     """
     info = client(services, request.client_id, loopback)
-    if info is None or request.redirect_uri not in [str(u) for u in info.get("redirect_uris") or []]:
+    uris = info.get("redirect_uris") if info is not None else None
+    if info is None or not isinstance(uris, list) or request.redirect_uri not in [str(u) for u in uris]:
         raise InvalidRequest("the client no longer lists this redirect URI; start connecting again")
     if agent is None:
         for slug, perm in permissions.items():

@@ -67,6 +67,8 @@ ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
         lambda s, k: (f"/kbs/{k}/proposals/{proposal(s, k)}/reject", {"reason": "no"}),
     ),
     ("POST", "/runs"): ("agent", lambda s, k: ("/runs", {})),
+    ("GET", "/runs/{run}"): ("agent", lambda s, k: (f"/runs/{run_of(s, k)}", None)),
+    ("POST", "/runs/{run}/end"): ("agent", lambda s, k: (f"/runs/{run_of(s, k)}/end", {})),
     ("GET", "/runs/{run}/kbs/{slug}/files"): (
         "agent",
         lambda s, k: (f"/runs/{run_of(s, k)}/kbs/mine/files", None),

@@ -149,6 +149,7 @@ ROUTES: dict[tuple[str, str], tuple[str, Setup]] = {
     ("GET", "/kbs/{slug}/files/{path:path}"): ("read", lambda s, k: (f"/kbs/{k}/files/README.md", None)),
     ("GET", "/kbs/{slug}/search"): ("read", lambda s, k: (f"/kbs/{k}/search?q=kb", None)),
     ("GET", "/kbs/{slug}/week"): ("read", lambda s, k: (f"/kbs/{k}/week", None)),
+    ("GET", "/kbs/{slug}/memories"): ("read", lambda s, k: (f"/kbs/{k}/memories", None)),
     ("GET", "/kbs/{slug}/edit/{path:path}"): ("decide", lambda s, k: (f"/kbs/{k}/edit/README.md", None)),
     ("GET", "/kbs/{slug}/new"): ("decide", lambda s, k: (f"/kbs/{k}/new", None)),
     ("POST", "/kbs/{slug}/publish"): (
