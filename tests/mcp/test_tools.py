@@ -24,7 +24,7 @@ EXPECTED_ARGS = {
     "search_context": ({"kb", "query", "limit", "prefix", "run"}, {"query"}),
 }
 RUN_TOOLS = {
-    "start_run": ({"kbs", "interactive"}, set()),
+    "start_run": ({"kbs", "interactive", "label"}, set()),
     "get_proposal": ({"id"}, {"id"}),
 }
 
