@@ -37,8 +37,9 @@ def seed(data: Path, memories: int, unreviewed: int, long: int) -> None:
     appends to `long.md` (a file with a long history, and one whose last change is `long` back)."""
     from kbserver.config import Settings
     from kbserver.core.model import Append, Create, WriteRequest
-    from kbserver.services import kbs, writes
-    from kbserver.services.auth import ADMIN, caller_for
+    from kbserver.services import kbs
+    from kbserver.services.access.auth import ADMIN, caller_for
+    from kbserver.services.writing import writes
     from kbserver.wiring import open_services
     from tests.helpers import ADMIN_TOKEN, make_agent
 

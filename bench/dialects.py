@@ -26,8 +26,9 @@ from typing import Any
 from mcp import Client
 
 from kbserver.mcp import Binding, build_server
-from kbserver.services import agents, kbs
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.wiring import open_services
 
 

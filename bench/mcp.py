@@ -78,8 +78,8 @@ def _oauth_token(services: Any, agent: str) -> str:
     the token endpoint make), bound to PUBLIC/mcp."""
     from urllib.parse import parse_qs, urlsplit
 
-    from kbserver.services import connections
-    from kbserver.services.auth import ADMIN
+    from kbserver.services.access import connections
+    from kbserver.services.access.auth import ADMIN
 
     callback = "http://127.0.0.1:9/callback"
     connections.register(
@@ -93,8 +93,9 @@ def _oauth_token(services: Any, agent: str) -> str:
 
 def _setup(data: Path, docs: int, workers: int) -> tuple[str, str]:
     """KB `bench` with `docs` notes and a file per client; returns the agent's static and OAuth tokens."""
-    from kbserver.services import agents, kbs
-    from kbserver.services.auth import ADMIN
+    from kbserver.services import kbs
+    from kbserver.services.access import agents
+    from kbserver.services.access.auth import ADMIN
     from kbserver.wiring import open_services
 
     services = open_services(data)

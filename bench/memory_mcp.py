@@ -64,8 +64,9 @@ def _corpus(size: int) -> list[str]:
 def _setup(data: Path, size: int) -> str:
     """KB `bench` holding `size` memories; returns the token of agent `bencher` (tools: memory)."""
     from kbserver.dialects.memory_records import Memory, new_id, now_iso, render_memory
-    from kbserver.services import agents, kbs
-    from kbserver.services.auth import ADMIN
+    from kbserver.services import kbs
+    from kbserver.services.access import agents
+    from kbserver.services.access.auth import ADMIN
     from kbserver.wiring import open_services
 
     folder = data.parent / "corpus" / "memories"

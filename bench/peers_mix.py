@@ -131,8 +131,9 @@ class Mix:
 def setup(data: Path, mix: Mix, notes: int) -> tuple[str, list[str]]:
     """KB `bench` holding `notes` notes of the mix (batch -1, under `pre/`): the agent's token and the
     notes' texts (server-memory's preload)."""
-    from kbserver.services import agents, kbs
-    from kbserver.services.auth import ADMIN
+    from kbserver.services import kbs
+    from kbserver.services.access import agents
+    from kbserver.services.access.auth import ADMIN
     from kbserver.wiring import open_services
 
     first = mix.batch(-1, notes, 0, 0, prefix="pre/")

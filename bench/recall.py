@@ -38,9 +38,9 @@ from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_records import FOLDER, Memory, render_memory
 from kbserver.dialects.session import DialectCall
 from kbserver.services import kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
-from kbserver.services.hybrid import Fusion, Ranked, fuse
+from kbserver.services.reading.hybrid import Fusion, Ranked, fuse
 from kbserver.wiring import open_services
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")

@@ -2,7 +2,7 @@
 
 For each question: the keyword candidates with their word coverage (services.search.candidates)
 and the semantic ranking with the keyword candidates' cosines and the floor (services.semantic.
-ranked), exactly as memory_search reads them; then kbserver.services.hybrid.fuse under each
+ranked), exactly as memory_search reads them; then kbserver.services.reading.hybrid.fuse under each
 variant. `split` scores the variants on the odd and the even conversations apart, so a weight
 chosen on one half is judged on the other (a held-out check).
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from kbserver.core.model import Caller
 from kbserver.dialects import memory
 from kbserver.dialects.memory_records import FOLDER
-from kbserver.services import search as search_service
-from kbserver.services import semantic
 from kbserver.services.context import Services
-from kbserver.services.hybrid import Fusion, Ranked, fuse
+from kbserver.services.reading import search as search_service
+from kbserver.services.reading import semantic
+from kbserver.services.reading.hybrid import Fusion, Ranked, fuse
 
 CANDIDATES = memory.CANDIDATES  # semantic candidates, as memory_search takes
 KEYWORD_CANDIDATES = memory.KEYWORD_CANDIDATES  # keyword candidates, as memory_search takes

@@ -41,7 +41,7 @@ from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_records import FOLDER, Memory, render_memory
 from kbserver.dialects.session import DialectCall
 from kbserver.services import kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.wiring import open_services
 

@@ -45,9 +45,11 @@ from bench.search_engine import _QUERIES, _size, corpus
 from bench.write import layout, pct, timed
 from kbserver.core.model import Overwrite, WriteRequest, WriteResult
 from kbserver.index.analysis import terms
-from kbserver.services import Services, search, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.models import SearchResults
+from kbserver.services.reading import search
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 
 TARGET_SIZE = 10_000

@@ -41,8 +41,11 @@ from typing import Any, cast
 
 from bench.mcp import _free_port, _wait_healthy
 from kbserver.core.model import Append, Overwrite, WriteRequest
-from kbserver.services import agents, kbs, search, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import search
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 
 HERE = Path(__file__).resolve().parent

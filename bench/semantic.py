@@ -28,8 +28,10 @@ import numpy as np
 from mcp import Client
 
 from kbserver.mcp import Binding, build_server
-from kbserver.services import agents, kbs, search
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import search
 from kbserver.vectors import PassageCache, VectorStore, content_digest, similarities
 from kbserver.wiring import open_services
 

@@ -34,8 +34,9 @@ from bench.recall_set import QUESTIONS
 def _setup(data: Path, size: int) -> str:
     """KB `bench` holding `size` semantic memories; returns the token of agent `bencher`."""
     from kbserver.dialects.memory_records import Memory, new_id, now_iso, render_memory
-    from kbserver.services import agents, kbs
-    from kbserver.services.auth import ADMIN
+    from kbserver.services import kbs
+    from kbserver.services.access import agents
+    from kbserver.services.access.auth import ADMIN
     from kbserver.wiring import open_services
 
     folder = data.parent / "corpus" / "memories"

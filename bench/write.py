@@ -28,8 +28,9 @@ from pathlib import Path
 import httpx
 
 from kbserver.core.model import Overwrite, WriteRequest
-from kbserver.services import Services, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 
 TOKEN = "bench-admin-token"

@@ -28,7 +28,7 @@ from kbserver.gitweb import git_app
 from kbserver.mcp import mount_mcp
 from kbserver.services import Services, health
 from kbserver.services import kbs as kbs_service
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.metrics import VersionCounter
 from kbserver.web import admin_app
 from kbserver.web.oidc import OidcConfig

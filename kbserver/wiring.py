@@ -15,12 +15,12 @@ from kbserver.control import ControlStore, PostgresControlStore, SqliteControlSt
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
 from kbserver.services.context import Options, Services
-from kbserver.services.feeds import SharedFeed
-from kbserver.services.follower import Follower, Pace, Sink, SinkDamaged
-from kbserver.services.indexing import SearchSink
+from kbserver.services.following.feeds import SharedFeed
+from kbserver.services.following.follower import Follower, Pace, Sink, SinkDamaged
+from kbserver.services.following.indexing import SearchSink
+from kbserver.services.following.progress import Progress
+from kbserver.services.following.vector_sink import VectorSink
 from kbserver.services.parts import Events
-from kbserver.services.progress import Progress
-from kbserver.services.vector_sink import VectorSink
 from kbserver.store import Repos
 from kbserver.store.feed import Feed
 from kbserver.vectors import Embedder, QueryCache, load_embedder

@@ -195,7 +195,7 @@ def main() -> int:
             made = _seed(httpx.Client(base_url=base + "/api/v1", timeout=60))
             from kbserver.config import Settings
             from kbserver.mcp.card import approval
-            from kbserver.services.auth import ADMIN as ADMIN_CALLER
+            from kbserver.services.access.auth import ADMIN as ADMIN_CALLER
             from kbserver.wiring import open_services
 
             services = open_services(Path(f"{tmp}/data"), Settings(data=Path(f"{tmp}/data")).options())

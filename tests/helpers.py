@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 
 from kbserver.core.paths import case_twins
-from kbserver.services import Services, agents
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
 
 ADMIN_TOKEN = "test-admin-token"
 REPO_ROOT = Path(__file__).resolve().parent.parent

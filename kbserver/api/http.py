@@ -17,7 +17,7 @@ from kbserver.core.inputs import check_input
 from kbserver.core.model import Caller
 from kbserver.core.problems import problems
 from kbserver.services import Services
-from kbserver.services.auth import authenticate, client_address
+from kbserver.services.access.auth import authenticate, client_address
 
 __all__ = [
     "MAX_BODY_BYTES",

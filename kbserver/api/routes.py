@@ -13,19 +13,12 @@ from starlette.routing import Route
 from kbserver.api import schemas as s
 from kbserver.api.http import body, call, caller, optional_body, query, respond, services_of
 from kbserver.core.inputs import check_input
-from kbserver.services import (
-    agents,
-    files,
-    idempotency,
-    kbs,
-    proposals,
-    review,
-    runs,
-    search,
-    versions,
-    writes,
-)
+from kbserver.services import kbs
 from kbserver.services import models as m
+from kbserver.services.access import agents
+from kbserver.services.reading import files, runs, search
+from kbserver.services.reviewing import review, versions
+from kbserver.services.writing import idempotency, proposals, writes
 
 __all__ = ["ENDPOINTS", "Endpoint", "api_routes"]
 

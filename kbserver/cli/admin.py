@@ -13,8 +13,11 @@ from pathlib import Path
 from kbserver.cli.bars import memory_peak_mb
 from kbserver.cli.context import closing, progress_bar, progress_bars, services_of
 from kbserver.core.errors import AlreadyExists
-from kbserver.services import agents, files, health, kbs, proposals, search
-from kbserver.services.auth import ADMIN
+from kbserver.services import health, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import files, search
+from kbserver.services.writing import proposals
 
 __all__ = [
     "agent_create",

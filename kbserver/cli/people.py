@@ -10,8 +10,8 @@ from typing import Any
 
 from kbserver.cli.context import closing, services_of
 from kbserver.core.errors import InvalidRequest
-from kbserver.services import people
-from kbserver.services.auth import ADMIN
+from kbserver.services.access import people
+from kbserver.services.access.auth import ADMIN
 
 __all__ = ["add_commands", "person_create", "person_delete", "person_list", "person_token"]
 

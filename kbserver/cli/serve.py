@@ -14,7 +14,7 @@ from kbserver import __version__
 from kbserver.cli.context import closing, services_of, settings_of
 from kbserver.config import admin_token
 from kbserver.core.errors import Unavailable
-from kbserver.services import semantic
+from kbserver.services.reading import semantic
 from kbserver.supervisor import FollowerProcess, StopFlag, end_with_parent, parent_gone
 from kbserver.wiring import open_control, open_services
 

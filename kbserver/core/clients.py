@@ -5,7 +5,7 @@ Only a peer in `trusted_proxies` (addresses or CIDRs, `*` for any) is believed, 
 is not itself a trusted proxy, the one the first trusted proxy saw. Whatever a client put to the
 left of it is ignored, so a client cannot choose its own address. `ForwardedMiddleware` puts the
 result in the ASGI scope's `client` (and the forwarded scheme in `scheme`), so
-`kbserver.services.auth.client_address` and every `request.client` read the real client.
+`kbserver.services.access.auth.client_address` and every `request.client` read the real client.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from kbserver.core.model import Append, Caller, Create, FileChange, Overwrite
 from kbserver.dialects.results import MemoryFileResult
 from kbserver.dialects.session import DialectCall, Written, retry_stale
 from kbserver.services import Services
-from kbserver.services.reserved import AUTO_MEMORY_MAX_BYTES, auto_memory_path, too_large
+from kbserver.services.writing.reserved import AUTO_MEMORY_MAX_BYTES, auto_memory_path, too_large
 
 __all__ = [
     "TOOLS",

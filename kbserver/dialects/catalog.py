@@ -24,7 +24,7 @@ from typing import Generic, TypeVar
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.dialects.session import DialectCall, Written
-from kbserver.services import files
+from kbserver.services.reading import files
 
 __all__ = ["Catalog", "Snapshot", "Views"]
 

@@ -5,7 +5,7 @@ Names and arguments are those of the Datadata-style memory tools, so their skill
 `memories/{id}.md` (kbserver.dialects.memory_records); each add, update and delete is one version.
 `taskId` is that version: `memory_task_wait` returns `done` once the keyword index and the vectors
 both cover it. Search ranks by keywords (BM25), by meaning (embeddings) or by both fused
-(kbserver.services.hybrid); memories not embedded yet are still found by their words, and the result
+(kbserver.services.reading.hybrid); memories not embedded yet are still found by their words, and the result
 says how many there are.
 """
 
@@ -41,10 +41,10 @@ from kbserver.dialects.results import (
 )
 from kbserver.dialects.session import DialectCall, Written, retry_stale
 from kbserver.dialects.typed_records import terms
-from kbserver.services import search as search_service
-from kbserver.services import semantic
-from kbserver.services.hybrid import Fusion, Ranked, fuse
-from kbserver.services.toolsets import TOOL_SETS
+from kbserver.services.access.toolsets import TOOL_SETS
+from kbserver.services.reading import search as search_service
+from kbserver.services.reading import semantic
+from kbserver.services.reading.hybrid import Fusion, Ranked, fuse
 
 __all__ = [
     "MODES",

@@ -5,7 +5,7 @@ Names and arguments are those of the article's memory server, so its skills work
 `list_due_memories`. Each memory is `memories/{id}.md` like the `memory` set's (same folder, same
 record, kbserver.dialects.memory_records) with `memory_type`, `user_id`, `importance`, `superseded_by`,
 `remind_at` and `recurrence` in its front matter; a store and an importance change are one version
-each. Retrievals are counted in the control plane (kbserver.services.memory_access): reads never make
+each. Retrievals are counted in the control plane (kbserver.services.reading.memory_access): reads never make
 a version. The rules (thresholds, ranking, reminders) are pure: kbserver.dialects.semantic_rules.
 
 Scopes: an agent's memories carry its name as `agentId` and are seen only by it (as in the `memory`
@@ -60,10 +60,10 @@ from kbserver.dialects.semantic_rules import (
 )
 from kbserver.dialects.session import DialectCall, retry_stale
 from kbserver.dialects.supersede import supersedes
-from kbserver.services import memory_access, semantic
+from kbserver.services.access.toolsets import TOOL_SETS
 from kbserver.services.context import Services
-from kbserver.services.memory_access import MemoryAccessRow
-from kbserver.services.toolsets import TOOL_SETS
+from kbserver.services.reading import memory_access, semantic
+from kbserver.services.reading.memory_access import MemoryAccessRow
 
 __all__ = [
     "DEFAULT_USER",

@@ -16,7 +16,7 @@ from typing import TypeVar
 from kbserver.core.errors import AlreadyExists, NotFound, Stale
 from kbserver.core.model import FileChange, WriteResult
 from kbserver.dialects.results import Proposal, TaskFields, VersionFields
-from kbserver.services import files
+from kbserver.services.reading import files
 from kbserver.services.session import AgentSession
 
 __all__ = ["STALE_RETRIES", "Current", "DialectCall", "Written", "retry_stale"]

@@ -21,7 +21,7 @@ from kbserver.core.model import SLUG_PATTERN, Caller
 from kbserver.gitweb.pktline import error_packet, parse_v2_request
 from kbserver.gitweb.upload_pack import UploadPack, read_body, unreachable_want
 from kbserver.services import Services, kbs
-from kbserver.services.auth import authenticate, client_address
+from kbserver.services.access.auth import authenticate, client_address
 
 __all__ = [
     "MAX_BODY_BYTES",

@@ -19,7 +19,9 @@ from mcp.server.apps import Apps
 from mcp.types import CallToolResult, TextContent
 
 from kbserver.core.model import Caller
-from kbserver.services import Services, asks, proposal_cards, proposals
+from kbserver.services import Services
+from kbserver.services.reviewing import proposal_cards
+from kbserver.services.writing import asks, proposals
 
 __all__ = [
     "CARD_META",

@@ -36,7 +36,7 @@ from kbserver.mcp.dialect_schemas import (
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.semantic_tools import semantic_tools
 from kbserver.mcp.tools import TOOL_NAMES
-from kbserver.services.toolsets import TOOL_SETS, tools_of
+from kbserver.services.access.toolsets import TOOL_SETS, tools_of
 
 if TYPE_CHECKING:
     from kbserver.mcp.binding import Binding
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["TOOL_SET_TOOLS", "allowed_tools", "dialect_tools"]
 
 TOOL_SET_TOOLS = TOOL_SETS
-"""Tool set name -> the names of its tools: the registry of kbserver.services.toolsets."""
+"""Tool set name -> the names of its tools: the registry of kbserver.services.access.toolsets."""
 
 Kb = Annotated[
     str | None,

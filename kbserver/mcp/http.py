@@ -23,8 +23,9 @@ from kbserver.core.model import Caller
 from kbserver.mcp.binding import Binding
 from kbserver.mcp.oauth import KBOAuthProvider, oauth_enabled, oauth_routes
 from kbserver.mcp.server import build_server
-from kbserver.services import Services, connections
-from kbserver.services.auth import (
+from kbserver.services import Services
+from kbserver.services.access import connections
+from kbserver.services.access.auth import (
     MISSING_TOKEN,
     TOO_MANY_FAILURES,
     UNKNOWN_TOKEN,
@@ -182,7 +183,7 @@ class _ContractErrors:
                 text = UNKNOWN_TOKEN if _has_bearer(scope) else MISSING_TOKEN
                 extra: list[tuple[bytes, bytes]] = list(message.get("headers", []))
                 data: dict[str, Any] = {}
-                if "retry_after" in request:  # a throttled client (kbserver.services.auth)
+                if "retry_after" in request:  # a throttled client (kbserver.services.access.auth)
                     text, data = TOO_MANY_FAILURES, {"retry_after": request["retry_after"]}
                     extra.append((b"retry-after", str(request["retry_after"]).encode()))
                 await _send_jsonrpc(send, 401, "unauthorized", text, -32001, extra, data)

@@ -2,7 +2,7 @@
 
 The SDK's handlers (authorize, token, register, revoke, metadata) do the protocol: PKCE S256, the
 code and refresh grants, RFC 6749 errors. `KBOAuthProvider` adapts its provider protocol onto
-kbserver.services.connections (the control store). Every client is public (PKCE, no secret), so no
+kbserver.services.access.connections (the control store). Every client is public (PKCE, no secret), so no
 client secret is ever stored; codes and tokens are stored as hashes.
 """
 
@@ -38,8 +38,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from kbserver.core import threads
 from kbserver.core.errors import InvalidRequest
-from kbserver.services import Services, connections
-from kbserver.services.connections import Pending
+from kbserver.services import Services
+from kbserver.services.access import connections
+from kbserver.services.access.connections import Pending
 
 __all__ = ["KBOAuthProvider", "oauth_enabled", "oauth_routes"]
 

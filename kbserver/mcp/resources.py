@@ -13,7 +13,8 @@ from mcp.types import Resource
 from kbserver.core.errors import InvalidRequest, KBError
 from kbserver.core.model import Caller
 from kbserver.mcp.errors import resource_error
-from kbserver.services import Services, files, kbs, runs
+from kbserver.services import Services, kbs
+from kbserver.services.reading import files, runs
 
 if TYPE_CHECKING:
     from kbserver.mcp.binding import Binding

@@ -14,7 +14,8 @@ from pydantic import Field
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.instructions import MEMORY_RULES
 from kbserver.mcp.schemas import ProposalOutput, StartRunOutput
-from kbserver.services import asks, runs
+from kbserver.services.reading import runs
+from kbserver.services.writing import asks
 
 if TYPE_CHECKING:
     from kbserver.mcp.binding import Binding

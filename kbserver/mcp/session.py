@@ -32,7 +32,7 @@ from kbserver.mcp.errors import error_result
 from kbserver.mcp.instructions import instructions
 from kbserver.mcp.resources import mime_type, resource_page
 from kbserver.services import kbs
-from kbserver.services.toolsets import TOOL_SETS, tools_of
+from kbserver.services.access.toolsets import TOOL_SETS, tools_of
 
 __all__ = ["Binding", "RunInfo", "SessionMiddleware"]  # Binding, RunInfo: re-exported from binding.py
 

@@ -11,7 +11,7 @@ from mcp.server.mcpserver import MCPServer
 from kbserver.mcp.binding import Binding
 from kbserver.mcp.server import build_server
 from kbserver.services import Services
-from kbserver.services.auth import caller_for
+from kbserver.services.access.auth import caller_for
 
 __all__ = ["run_stdio", "stdio_server"]
 

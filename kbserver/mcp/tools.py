@@ -19,12 +19,12 @@ from kbserver.mcp.binding import RunArg
 from kbserver.mcp.card import CARD_META, approval, approval_result
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
-from kbserver.services import files as kb_files
-from kbserver.services import versions
-from kbserver.services.idempotency import KEY_PATTERN
+from kbserver.services.access.toolsets import TOOL_SETS
 from kbserver.services.models import ProposalAccepted
-from kbserver.services.search import MAX_LIMIT
-from kbserver.services.toolsets import TOOL_SETS
+from kbserver.services.reading import files as kb_files
+from kbserver.services.reading.search import MAX_LIMIT
+from kbserver.services.reviewing import versions
+from kbserver.services.writing.idempotency import KEY_PATTERN
 
 if TYPE_CHECKING:
     from kbserver.mcp.binding import Binding

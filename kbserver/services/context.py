@@ -10,9 +10,9 @@ from pathlib import Path
 from kbserver.control import ControlStore
 from kbserver.core.model import Limits
 from kbserver.core.pool import LeasePool
-from kbserver.services.follower import Sink
+from kbserver.services.following.follower import Sink
+from kbserver.services.following.progress import Progress
 from kbserver.services.parts import Events, Following, Repositories, TextSearch, VectorSearch
-from kbserver.services.progress import Progress
 from kbserver.store.writer import WAIT_SECONDS
 
 __all__ = ["Options", "Services"]

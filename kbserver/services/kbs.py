@@ -21,12 +21,12 @@ from kbserver.core.model import (
     WriteResult,
 )
 from kbserver.core.paths import check_path
-from kbserver.services import writes
-from kbserver.services.auth import permission, require_read
+from kbserver.services.access.auth import permission, require_read
 from kbserver.services.context import Services
-from kbserver.services.indexing import INDEX_SINK
+from kbserver.services.following.indexing import INDEX_SINK
 from kbserver.services.models import ImportResult, KBInfo, KBSummary
-from kbserver.services.privacy import check_clone
+from kbserver.services.reading.privacy import check_clone
+from kbserver.services.writing import writes
 
 __all__ = [
     "ImportResult",

@@ -21,9 +21,11 @@ from pydantic import ValidationError
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest
 from kbserver.core.model import Caller, FileChange, WriteRequest
 from kbserver.core.problems import problems
-from kbserver.services import kbs, runs, search, writes
+from kbserver.services import kbs
 from kbserver.services.context import Services
 from kbserver.services.models import SearchResults, WriteOutcome
+from kbserver.services.reading import runs, search
+from kbserver.services.writing import writes
 
 __all__ = ["INDEX_WAIT_SECONDS", "NO_RUN_HINT", "AgentSession", "SessionRun", "named_run", "start_run"]
 

@@ -7,7 +7,9 @@ from datetime import UTC, datetime
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kbserver.services import activity, agents, connections, kbs
+from kbserver.services import kbs
+from kbserver.services.access import agents, connections
+from kbserver.services.reviewing import activity
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 

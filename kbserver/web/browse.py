@@ -9,7 +9,9 @@ from starlette.responses import Response
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.dialects.record_view import view_of
-from kbserver.services import activity, files, kbs, review, search
+from kbserver.services import kbs
+from kbserver.services.reading import files, search
+from kbserver.services.reviewing import activity, review
 from kbserver.web import records
 from kbserver.web.glance import chart, size_text
 from kbserver.web.page import call, expand, render, services_of

@@ -18,9 +18,10 @@ from starlette.responses import Response
 
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Caller
-from kbserver.services import agents, connections, kbs
-from kbserver.services.auth import ADMIN
-from kbserver.services.connections import Pending
+from kbserver.services import kbs
+from kbserver.services.access import agents, connections
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.access.connections import Pending
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import CSP, require_admin
 

@@ -9,8 +9,11 @@ from starlette.responses import Response
 from kbserver.core.errors import KBError, Stale
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, WriteRequest, WriteResult
 from kbserver.core.problems import problems
-from kbserver.services import files, kbs, review, writes
-from kbserver.services.auth import require_write
+from kbserver.services import kbs
+from kbserver.services.access.auth import require_write
+from kbserver.services.reading import files
+from kbserver.services.reviewing import review
+from kbserver.services.writing import writes
 from kbserver.web.page import admin_form, call, file_url, flash, render, see_other, services_of
 from kbserver.web.session import require_admin
 

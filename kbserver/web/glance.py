@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from starlette.requests import Request
 from starlette.responses import Response
 
-from kbserver.services import activity
-from kbserver.services.activity import Activity
+from kbserver.services.reviewing import activity
+from kbserver.services.reviewing.activity import Activity
 from kbserver.web import records
 from kbserver.web.page import call, render, services_of
 from kbserver.web.session import require_admin

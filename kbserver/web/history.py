@@ -8,7 +8,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core.errors import InvalidRequest
-from kbserver.services import kbs, review, versions
+from kbserver.services import kbs
+from kbserver.services.reviewing import review, versions
 from kbserver.web import records
 from kbserver.web.page import KINDS, admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin

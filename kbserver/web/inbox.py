@@ -9,8 +9,8 @@ from starlette.responses import Response
 
 from kbserver.core.errors import Stale
 from kbserver.core.model import Caller
-from kbserver.services import inbox, review, versions
 from kbserver.services.models import VersionDetail
+from kbserver.services.reviewing import inbox, review, versions
 from kbserver.web import records
 from kbserver.web.page import admin_form, call, expand, flash, render, see_other, services_of
 from kbserver.web.session import require_admin

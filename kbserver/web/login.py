@@ -9,8 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core import threads
-from kbserver.services import people
-from kbserver.services.auth import client_address
+from kbserver.services.access import people
+from kbserver.services.access.auth import client_address
 from kbserver.web.page import admin_form, login_form, render, see_other, services_of
 from kbserver.web.session import LoginLimiter, log_in, log_out, matches, safe_next
 

@@ -9,8 +9,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.dialects.record_view import RecordView, is_dialect_path, title_of, view_of
-from kbserver.services import files, kbs
+from kbserver.services import kbs
 from kbserver.services.context import Services
+from kbserver.services.reading import files
 from kbserver.web.page import call, render, services_of
 from kbserver.web.session import require_admin
 

@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from kbserver.core import threads
 from kbserver.core.errors import InvalidRequest, KBError, NotFound, Unauthorized, Unavailable
-from kbserver.services import people
+from kbserver.services.access import people
 from kbserver.web.page import render, see_other, services_of
 from kbserver.web.session import log_in, safe_next
 

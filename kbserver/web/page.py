@@ -13,8 +13,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from kbserver.core.errors import InvalidRequest, TooLarge
-from kbserver.services import Services, versions
+from kbserver.services import Services
 from kbserver.services.models import DiffEntry
+from kbserver.services.reviewing import versions
 from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown, when, when_short
 from kbserver.web.session import check_csrf, csrf_token, require_admin, signed_in
 

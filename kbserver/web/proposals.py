@@ -8,7 +8,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from kbserver.core.errors import KBError
-from kbserver.services import kbs, proposal_cards, proposals
+from kbserver.services import kbs
+from kbserver.services.reviewing import proposal_cards
+from kbserver.services.writing import proposals
 from kbserver.web import records
 from kbserver.web.page import admin_form, call, flash, render, see_other, services_of
 from kbserver.web.session import require_admin

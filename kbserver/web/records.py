@@ -9,10 +9,10 @@ from markupsafe import Markup
 
 from kbserver.core.errors import KBError
 from kbserver.dialects.record_view import RecordView, field_words, is_dialect_path, title_of, view_of
-from kbserver.services import files, search
-from kbserver.services.activity import WeekFile
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Services
+from kbserver.services.reading import files, search
+from kbserver.services.reviewing.activity import WeekFile
 from kbserver.web.markup import when, word_diff
 
 __all__ = ["MAX_TITLES", "RecordDiff", "Superseded", "record_diffs", "superseded", "superseding", "titles"]

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kbserver.core import threads
 from kbserver.core.errors import Forbidden, KBError
 from kbserver.core.model import Caller
-from kbserver.services import admin_sessions
+from kbserver.services.access import admin_sessions
 from kbserver.services.context import Services
 
 __all__ = [

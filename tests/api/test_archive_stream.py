@@ -9,8 +9,10 @@ import tarfile
 from starlette.testclient import TestClient
 
 from kbserver.core.model import WriteRequest
-from kbserver.services import Services, files, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import files
+from kbserver.services.writing import writes
 
 FILE_BYTES = 200 * 1024
 

@@ -17,9 +17,11 @@ from kbserver.config import Settings
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Create, WriteRequest
 from kbserver.mcp import Binding, build_server
-from kbserver.services import Services, runs, writes
-from kbserver.services.auth import caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import writes
 from tests.helpers import make_agent, state
 
 ADMIN = {"Authorization": "Bearer test-admin-token"}

@@ -296,7 +296,7 @@ def test_mcp_tool_arguments(
     from mcp import Client
 
     from kbserver.mcp import Binding, build_server
-    from kbserver.services.auth import ADMIN, caller_for
+    from kbserver.services.access.auth import ADMIN, caller_for
     from tests.helpers import make_agent
 
     if services.control.agent("fuzz") is None:

@@ -104,8 +104,8 @@ def test_concurrent_repeats_write_once(
         == 200
     )
     from kbserver.core.model import Append, WriteRequest
-    from kbserver.services import writes
-    from kbserver.services.auth import caller_for
+    from kbserver.services.access.auth import caller_for
+    from kbserver.services.writing import writes
 
     bob = caller_for(services, "bob")
     req = WriteRequest(files=[Append(path="log.md", mode="append", content="once\n")])

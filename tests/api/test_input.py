@@ -214,7 +214,7 @@ def test_openapi_states_the_constraints_the_server_enforces(client: TestClient) 
 
     from kbserver.api.schemas import ToolSet
     from kbserver.core.paths import PATH_PATTERN
-    from kbserver.services.agents import TOOL_SETS
+    from kbserver.services.access.agents import TOOL_SETS
 
     doc = client.get("/openapi.json").json()
     paths, schemas = doc["paths"], doc["components"]["schemas"]

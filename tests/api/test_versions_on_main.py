@@ -9,8 +9,9 @@ from pathlib import Path
 from starlette.testclient import TestClient
 
 from kbserver.core.errors import NotFound
-from kbserver.services import Services, files
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import files
 from kbserver.store import CommitPlan, Repos
 from tests.helpers import git_fsck, make_agent, state
 

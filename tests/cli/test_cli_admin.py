@@ -13,9 +13,11 @@ import pytest
 from kbserver.cli.parser import build
 from kbserver.core.errors import Unauthorized
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, runs, writes
-from kbserver.services.auth import authenticate, caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import authenticate, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 from tests.cli.test_cli import kbserver
 from tests.cli.test_cli_errors import assert_one_error_line

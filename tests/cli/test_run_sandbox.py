@@ -21,8 +21,10 @@ from starlette.testclient import TestClient
 
 from kbserver.config import Settings
 from kbserver.core.model import WriteRequest
-from kbserver.services import Services, agents, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.writing import writes
 from tests.helpers import REPO_ROOT, make_agent
 from tests.mcp.conftest import _Uvicorn
 

@@ -6,8 +6,10 @@ import threading
 
 from kbserver.dialects import auto, typed
 from kbserver.dialects.session import DialectCall
-from kbserver.services import Services, files, versions
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import files
+from kbserver.services.reviewing import versions
 from tests.helpers import git_fsck, make_agent
 
 THREADS = 4

@@ -16,7 +16,7 @@ from kbserver.dialects.session import DialectCall
 from kbserver.dialects.typed_records import Day, Record
 from kbserver.mcp import dialect_schemas
 from kbserver.services import Services
-from kbserver.services.auth import caller_for
+from kbserver.services.access.auth import caller_for
 from kbserver.services.session import start_run
 from tests.helpers import make_agent
 

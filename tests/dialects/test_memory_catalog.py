@@ -22,9 +22,13 @@ from kbserver.core.model import Create, Delete, Overwrite, WriteRequest
 from kbserver.dialects import memory
 from kbserver.dialects.memory_records import Memory, parse_memory, render_memory, similarity, visible
 from kbserver.dialects.session import DialectCall
-from kbserver.services import Services, agents, files, kbs, versions, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.context import Options
+from kbserver.services.reading import files
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 
 WORDS = "tea coffee lily raj piano lisbon budget kafka garden 咖啡 会议 生日 花园 morning report".split()

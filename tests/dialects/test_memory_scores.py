@@ -5,7 +5,7 @@ from __future__ import annotations
 from kbserver.dialects.memory import memory_add, memory_search
 from kbserver.dialects.session import DialectCall
 from kbserver.services import Services
-from kbserver.services.auth import caller_for
+from kbserver.services.access.auth import caller_for
 from tests.helpers import make_agent
 
 

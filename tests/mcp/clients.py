@@ -14,7 +14,7 @@ from mcp.types import CallToolResult
 
 from kbserver.mcp import Binding, build_server
 from kbserver.services import Services
-from kbserver.services.auth import caller_for
+from kbserver.services.access.auth import caller_for
 
 
 def agent_server(services: Services, agent: str) -> MCPServer[Any]:

@@ -8,8 +8,11 @@ import pytest
 from mcp import Client
 
 from kbserver.mcp.card import CARD_URI
-from kbserver.services import Services, agents, proposals, versions
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import proposals
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
 from tests.mcp.clients import http_client, ok
 

@@ -12,8 +12,10 @@ import pytest
 
 from kbserver.core.model import WriteRequest
 from kbserver.mcp.card import CARD_URI
-from kbserver.services import Services, agents, proposals, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.writing import proposals, writes
 from tests.helpers import make_agent, state
 from tests.mcp.clients import http_client, ok
 

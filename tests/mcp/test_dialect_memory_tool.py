@@ -10,8 +10,10 @@ from mcp import Client
 
 from kbserver.config import Settings
 from kbserver.mcp import RUN_TOOL_NAMES
-from kbserver.services import Services, files, kbs, versions
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import files
+from kbserver.services.reviewing import versions
 from tests.helpers import git_fsck, make_agent, state
 from tests.mcp.clients import error, memory_client, ok
 from tests.mcp.transports import Connect, connector

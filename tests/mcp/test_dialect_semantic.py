@@ -14,8 +14,9 @@ import yaml
 
 from kbserver.config import Settings
 from kbserver.dialects.semantic_rules import coverage
-from kbserver.services import Services, kbs, versions
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reviewing import versions
 from kbserver.wiring import open_services
 from tests.helpers import git_fsck, make_agent, state
 from tests.mcp.clients import error, memory_client, ok

@@ -6,7 +6,8 @@ import pytest
 
 from kbserver.mcp import RUN_TOOL_NAMES
 from kbserver.mcp.dialects import TOOL_SET_TOOLS
-from kbserver.services import Services, agents
+from kbserver.services import Services
+from kbserver.services.access import agents
 from tests.helpers import make_agent
 from tests.mcp.clients import memory_client
 

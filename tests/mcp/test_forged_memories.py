@@ -14,9 +14,10 @@ import pytest
 from kbserver.core.model import WriteRequest
 from kbserver.dialects import semantic
 from kbserver.dialects.session import DialectCall
-from kbserver.services import Services, writes
-from kbserver.services.auth import ADMIN, caller_for
-from kbserver.services.privacy import owner_of
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading.privacy import owner_of
+from kbserver.services.writing import writes
 from tests.helpers import make_agent, state
 from tests.mcp.clients import error, http_client, memory_client, ok
 

@@ -14,8 +14,9 @@ from kbserver.config import Settings
 from kbserver.core.model import WriteRequest
 from kbserver.mcp import RUN_TOOL_NAMES, TOOL_NAMES
 from kbserver.mcp.http import transport_security
-from kbserver.services import Services, kbs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.writing import writes
 from tests.helpers import ADMIN_TOKEN, make_agent
 from tests.mcp.clients import error, http_client, ok
 from tests.mcp.conftest import _Uvicorn

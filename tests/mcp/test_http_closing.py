@@ -18,8 +18,9 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from kbserver.mcp.http import _ClosingSessionNoise, _ContractErrors
-from kbserver.services import Services, agents
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
 from tests.helpers import make_agent
 from tests.mcp.clients import http_client
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kbserver.services import kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.wiring import open_services
 from tests.helpers import LiveServer, make_agent
 from tests.mcp.clients import http_client, ok

@@ -13,8 +13,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from kbserver.config import Settings
-from kbserver.services import Services, connections, kbs, people
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access import connections, people
+from kbserver.services.access.auth import ADMIN
 from tests.helpers import git_fsck
 from tests.mcp.clients import ok
 from tests.mcp.oauth_helpers import Consent, chromium_missing, oauth_server, sdk_oauth

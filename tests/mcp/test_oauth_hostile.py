@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from kbserver.config import Settings
-from kbserver.services import Services, connections, kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access import connections
+from kbserver.services.access.auth import ADMIN
 from tests.helpers import ADMIN_TOKEN
 from tests.mcp.oauth_helpers import oauth_server, pkce
 

@@ -17,8 +17,8 @@ import pytest
 
 from kbserver.config import Settings
 from kbserver.services import Services, kbs
-from kbserver.services.auth import ADMIN
-from kbserver.services.client_metadata import MAX_BYTES
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.access.client_metadata import MAX_BYTES
 from tests.mcp.oauth_helpers import oauth_server, pkce
 
 pytestmark = pytest.mark.timeout(120)

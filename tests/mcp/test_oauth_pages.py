@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from kbserver.config import Settings
-from kbserver.services import Services, connections, kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access import connections
+from kbserver.services.access.auth import ADMIN
 from tests.helpers import ADMIN_TOKEN
 from tests.mcp.oauth_helpers import CHROMIUM, chromium_missing, oauth_server, pkce
 from tests.web.axe import AXE, SCREENS, serious_violations

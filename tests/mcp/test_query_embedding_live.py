@@ -14,7 +14,7 @@ import anyio.to_thread
 import pytest
 
 from kbserver.services import Services, kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.vectors import MAX_QUERY_CHARS, QueryCache
 from kbserver.wiring import open_services

@@ -7,8 +7,9 @@ import pytest
 from kbserver.core.model import WriteRequest
 from kbserver.mcp import resources
 from kbserver.mcp.resources import resource_page
-from kbserver.services import Services, kbs, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.writing import writes
 
 
 def _fill(services: Services, slug: str, n: int) -> None:

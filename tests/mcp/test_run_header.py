@@ -10,8 +10,11 @@ from mcp.shared.exceptions import MCPError
 from starlette.testclient import TestClient
 
 from kbserver.core.model import WriteRequest
-from kbserver.services import Services, agents, versions, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import writes
 from tests.helpers import make_agent, state
 from tests.mcp.clients import error, http_client, ok
 

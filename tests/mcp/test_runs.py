@@ -13,8 +13,11 @@ from starlette.testclient import TestClient
 
 from kbserver.control import RunRow
 from kbserver.mcp.server import TOOLS_TTL_MS
-from kbserver.services import Services, agents, files, versions
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import files
+from kbserver.services.reviewing import versions
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
 from tests.mcp.clients import error, http_client, ok
 from tests.web.session import log_in

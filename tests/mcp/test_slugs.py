@@ -11,8 +11,10 @@ from mcp.shared.exceptions import MCPError
 
 from kbserver.core.errors import NotFound
 from kbserver.mcp import Binding, build_server
-from kbserver.services import Services, files, kbs, search, versions
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import files, search
+from kbserver.services.reviewing import versions
 from tests.mcp.clients import error
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,9 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from kbserver.mcp import TOOL_NAMES
-from kbserver.services import Services, kbs, search
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import search
 from tests.helpers import git_fsck, make_agent, state
 from tests.mcp.clients import error, memory_client, ok
 

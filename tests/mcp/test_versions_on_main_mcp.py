@@ -6,9 +6,11 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, runs, writes
-from kbserver.services.auth import caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import writes
 from tests.helpers import make_agent
 from tests.mcp.clients import error, memory_client, ok
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from mcp import Client, StdioServerParameters
 
-from kbserver.services import Services, agents
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN
 from tests.helpers import REPO_ROOT
 from tests.mcp.clients import http_client
 

@@ -8,9 +8,12 @@ import itertools
 import pytest
 
 from kbserver.core.model import WriteRequest
-from kbserver.services import Services, kbs, people, runs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import people
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import writes
 from tests.helpers import make_agent, state
 from tests.web.live import api, browser, server, tab  # noqa: F401  (browser fixtures)
 

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from kbserver.api.routes import ENDPOINTS
 from kbserver.services import Services
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from tests.helpers import git_fsck, make_agent
 from tests.people.conftest import ROLES, allowed, count, new_agent, proposal, run_of, snapshot, write
 
@@ -171,7 +171,7 @@ def test_a_persons_versions_and_decisions_name_them(
 def test_a_personal_token_stops_working_when_rotated_or_deleted(
     client: TestClient, services: Services, persons: dict[str, dict[str, str]]
 ) -> None:
-    from kbserver.services import people
+    from kbserver.services.access import people
 
     vic = persons["viewer"]
     assert client.get("/api/v1/kbs", headers=vic).status_code == 200

@@ -13,7 +13,7 @@ from starlette.testclient import TestClient
 
 from kbserver.app import create_app
 from kbserver.config import Settings
-from kbserver.services import people
+from kbserver.services.access import people
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN
 

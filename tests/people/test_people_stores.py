@@ -8,8 +8,9 @@ import time
 import pytest
 
 from kbserver.config import Settings
-from kbserver.services import Services, admin_sessions, kbs, people
-from kbserver.services.auth import ADMIN, authenticate
+from kbserver.services import Services, kbs
+from kbserver.services.access import admin_sessions, people
+from kbserver.services.access.auth import ADMIN, authenticate
 from tests.helpers import ADMIN_TOKEN
 
 

@@ -12,8 +12,9 @@ import pytest
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from kbserver.services import Services, connections, people
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services
+from kbserver.services.access import connections, people
+from kbserver.services.access.auth import ADMIN
 from kbserver.web.session import LoginLimiter
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent
 from tests.people.conftest import PASSWORD, ROLES, allowed, count, new_agent, proposal, snapshot, write

@@ -25,9 +25,11 @@ from kbserver.core.model import Create, WriteRequest
 from kbserver.dialects import memory
 from kbserver.dialects.memory_records import Memory, render_memory
 from kbserver.dialects.session import DialectCall
-from kbserver.services import Services, agents, kbs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.context import Options
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 from tests.search_model import Item, expected
 

@@ -25,8 +25,9 @@ from starlette.testclient import TestClient
 from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.index import SearchIndex
-from kbserver.services import kbs, search
-from kbserver.services.auth import ADMIN
+from kbserver.services import kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.reading import search
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, make_agent
 from tests.mcp.clients import memory_client

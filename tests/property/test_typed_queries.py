@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from kbserver.config import Settings
 from kbserver.core.words import CJK_FUNCTION_CHARS, COMMON_WORDS, QUESTION_WORDS
 from kbserver.services import kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, make_agent
 from tests.mcp.clients import memory_client

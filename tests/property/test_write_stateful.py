@@ -22,9 +22,13 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kbserver.core.errors import InvalidRequest, KBError
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import agents, kbs, proposals, runs, search, versions, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs, search
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import proposals, writes
 from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 

@@ -11,8 +11,10 @@ from pathlib import Path
 import pytest
 
 from kbserver.core.model import Create, Delete, Overwrite, WriteRequest
-from kbserver.services import Services, activity, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reviewing import activity
+from kbserver.services.writing import writes
 from tests.helpers import git_fsck, make_agent
 
 DAY = 86400

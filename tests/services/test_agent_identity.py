@@ -11,9 +11,12 @@ from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.core.errors import NotFound
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, agents, asks, proposals, runs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import asks, proposals, writes
 from tests.helpers import make_agent
 
 

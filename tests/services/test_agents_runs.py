@@ -7,8 +7,11 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound, Unauthorized
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import Services, agents, kbs, runs, writes
-from kbserver.services.auth import ADMIN, authenticate, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, authenticate, caller_for
+from kbserver.services.reading import runs
+from kbserver.services.writing import writes
 from tests.helpers import ADMIN_TOKEN
 
 

@@ -6,8 +6,16 @@ import pytest
 
 from kbserver.config import Settings
 from kbserver.core.errors import Forbidden, NotFound, Unauthorized
-from kbserver.services import Services, agents, kbs
-from kbserver.services.auth import ADMIN, authenticate, caller_for, permission, require_read, require_write
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import (
+    ADMIN,
+    authenticate,
+    caller_for,
+    permission,
+    require_read,
+    require_write,
+)
 
 ADMIN_TOKEN = "the-admin-token"
 

@@ -13,8 +13,9 @@ from starlette.testclient import TestClient
 from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.core.errors import Unauthorized
-from kbserver.services import Services, agents, auth
-from kbserver.services.auth import ADMIN, authenticate
+from kbserver.services import Services
+from kbserver.services.access import agents, auth
+from kbserver.services.access.auth import ADMIN, authenticate
 from tests.helpers import ADMIN_TOKEN, make_agent
 
 CAP = 5

@@ -11,8 +11,9 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Caller
-from kbserver.services import Services, agents, connections, kbs
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents, connections
+from kbserver.services.access.auth import ADMIN
 
 CALLBACK = "http://127.0.0.1:9/cb"
 VIEWER = Caller(name="vera", person="vera", role="viewer")

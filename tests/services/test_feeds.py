@@ -15,10 +15,12 @@ import pytest
 
 from kbserver.control import PostgresControlStore
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, kbs, search, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
-from kbserver.services.feeds import SharedFeed
+from kbserver.services.following.feeds import SharedFeed
+from kbserver.services.reading import search
+from kbserver.services.writing import writes
 from kbserver.store.feed import Feed, Head
 from kbserver.wiring import open_services
 from tests.pg import PostgresServer

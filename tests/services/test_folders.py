@@ -4,9 +4,11 @@ what a fresh walk of the version gives, for the admin and for an agent who may n
 from __future__ import annotations
 
 from kbserver.core.model import Caller, WriteRequest, WriteResult
-from kbserver.services import Services, files, folders, writes
-from kbserver.services.auth import ADMIN, caller_for
-from kbserver.services.privacy import hidden
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import files, folders
+from kbserver.services.reading.privacy import hidden
+from kbserver.services.writing import writes
 from tests.helpers import make_agent
 
 

@@ -20,10 +20,12 @@ from starlette.testclient import TestClient
 
 from kbserver.core.errors import NotFound
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, kbs, search, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
-from kbserver.services.follower import WATCHED_POLL_SECONDS, Delta
+from kbserver.services.following.follower import WATCHED_POLL_SECONDS, Delta
+from kbserver.services.reading import search
+from kbserver.services.writing import writes
 from kbserver.store.watch import FolderWatch
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, state

@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from kbserver.services import Services, kbs, search
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
-from kbserver.services.follower import Delta, Pace, lower_thread_priority
+from kbserver.services.following.follower import Delta, Pace, lower_thread_priority
+from kbserver.services.reading import search
 from kbserver.wiring import open_services
 from tests.services.test_follower import FileSink, _write
 
@@ -380,7 +381,7 @@ def test_the_lag_bound_is_an_age_or_a_count_of_commits(age: float, commits: int,
 def test_the_polite_thread_runs_every_job_handed_to_it_back_to_back() -> None:
     # A job handed in right after the one before had its result lost the new one (a sink thread
     # then waited forever, and the index stopped following): every job of a tight loop must run.
-    from kbserver.services.sink_worker import _Polite
+    from kbserver.services.following.sink_worker import _Polite
 
     polite = _Polite("kbserver-sink-test-polite", 1)
     done: list[int] = []

@@ -12,8 +12,10 @@ import pytest
 
 from kbserver.core.model import Create, WriteRequest
 from kbserver.index.engine import SearchIndex
-from kbserver.services import Services, follower, kbs, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.following import follower
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kbserver.services.hybrid import Fusion, Ranked, fuse
+from kbserver.services.reading.hybrid import Fusion, Ranked, fuse
 
 _keys = st.sampled_from([f"m{i}" for i in range(12)])
 

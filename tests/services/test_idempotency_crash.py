@@ -20,10 +20,13 @@ import pytest
 
 from kbserver.core.errors import KBError
 from kbserver.core.model import Append, Create, WriteRequest
-from kbserver.services import Services, agents, idempotency, kbs, proposals, runs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.context import Options
 from kbserver.services.models import ProposalAccepted, WriteResult
+from kbserver.services.reading import runs
+from kbserver.services.writing import idempotency, proposals, writes
 from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 
@@ -33,8 +36,8 @@ import os, signal, sys
 from pathlib import Path
 from kbserver.core.errors import KBError
 from kbserver.core.model import WriteRequest
-from kbserver.services import writes
-from kbserver.services.auth import caller_for
+from kbserver.services.writing import writes
+from kbserver.services.access.auth import caller_for
 from kbserver.services.context import Options
 from kbserver.wiring import open_services
 

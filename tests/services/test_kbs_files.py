@@ -12,8 +12,10 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound, SecretDetected, TooLarge
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import Services, files, health, kbs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, health, kbs
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import files
+from kbserver.services.writing import writes
 from tests.helpers import git_fsck, make_agent, state
 
 

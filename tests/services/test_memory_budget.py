@@ -5,9 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from kbserver.core.model import Append, Create, WriteRequest
-from kbserver.services import files, kbs, search, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import kbs
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
+from kbserver.services.reading import files, search
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 

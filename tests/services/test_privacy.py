@@ -12,8 +12,11 @@ from kbserver.core.errors import Forbidden, NotFound
 from kbserver.core.model import WriteRequest, WriteResult
 from kbserver.dialects import auto, memory
 from kbserver.dialects.session import DialectCall
-from kbserver.services import Services, files, kbs, review, runs, search, versions, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import files, runs, search
+from kbserver.services.reviewing import review, versions
+from kbserver.services.writing import writes
 from tests.helpers import git_fsck, make_agent, state
 
 SECRET = "Alice's salary review is on the ninth of March"

@@ -14,8 +14,9 @@ import httpx
 import pytest
 
 from kbserver.core.model import Append, Create, WriteRequest
-from kbserver.services import kbs, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, git_fsck
 

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from kbserver.services import Services
-from kbserver.services.progress import Progress
+from kbserver.services.following.progress import Progress
 
 pytestmark = pytest.mark.anyio
 

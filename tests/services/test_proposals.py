@@ -11,9 +11,12 @@ import pytest
 
 from kbserver.core.errors import KBError, NotPending
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, agents, kbs, proposals, runs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import proposals, writes
 from kbserver.wiring import open_services
 from tests.helpers import git_fsck, state
 

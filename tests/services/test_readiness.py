@@ -13,9 +13,11 @@ from starlette.testclient import TestClient
 from kbserver.app import create_app
 from kbserver.config import Settings
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import kbs, search, writes
-from kbserver.services.auth import ADMIN
+from kbserver.services import kbs
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
+from kbserver.services.reading import search
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 from tests.helpers import ADMIN_TOKEN, LiveServer, make_agent
 from tests.pg import PASSWORD, PostgresServer

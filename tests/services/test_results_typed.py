@@ -21,12 +21,13 @@ def _loose(hint: object) -> bool:
 
 def _public_functions() -> list[tuple[str, object]]:
     found = []
-    for info in pkgutil.iter_modules(kbserver.services.__path__):
-        module = importlib.import_module(f"kbserver.services.{info.name}")
+    # Every module of every room (walk_packages goes into the subpackages).
+    for info in pkgutil.walk_packages(kbserver.services.__path__, prefix="kbserver.services."):
+        module = importlib.import_module(info.name)
         for name in getattr(module, "__all__", []):
             fn = getattr(module, name)
             if inspect.isfunction(fn) and fn.__module__ == module.__name__:
-                found.append((f"{info.name}.{name}", fn))
+                found.append((f"{info.name.removeprefix('kbserver.services.')}.{name}", fn))
     return found
 
 

@@ -7,9 +7,12 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest, NotFound, Stale
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import Services, files, inbox, review, runs, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.models import EditConflict, KBOverview, ProposalAccepted
+from kbserver.services.reading import files, runs
+from kbserver.services.reviewing import inbox, review
+from kbserver.services.writing import writes
 from tests.helpers import git_fsck, make_agent, state
 
 

@@ -14,8 +14,10 @@ from starlette.testclient import TestClient
 from kbserver.changes import sha256_hex
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, kbs, search, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import search
+from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 from tests.helpers import make_agent
 
@@ -119,7 +121,7 @@ def test_commit_from_another_process_is_indexed(services: Services, kb: str, tmp
         "import sys; from pathlib import Path\n"
         "from kbserver.services import writes\n"
         "from kbserver.wiring import open_services\n"
-        "from kbserver.services.auth import ADMIN\n"
+        "from kbserver.services.access.auth import ADMIN\n"
         "from kbserver.core.model import WriteRequest, Create\n"
         "s = open_services(Path(sys.argv[1]))\n"
         "r = writes.submit(s, ADMIN, 'notes', WriteRequest(files=[Create(path='other.md', mode='create', "

@@ -9,11 +9,13 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, TooLarge
 from kbserver.core.model import Create, WriteResult
-from kbserver.services import Services, agents, kbs, versions
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.access.toolsets import TOOL_SETS, check_tool_sets, tools_of
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reviewing import versions
 from kbserver.services.session import AgentSession, start_run
-from kbserver.services.toolsets import TOOL_SETS, check_tool_sets, tools_of
 from tests.helpers import state
 
 

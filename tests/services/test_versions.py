@@ -6,8 +6,12 @@ import pytest
 
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, NotFound
 from kbserver.core.model import WriteRequest, WriteResult
-from kbserver.services import Services, agents, runs, versions, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.reading import runs
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import writes
 from tests.helpers import git_fsck, state
 
 

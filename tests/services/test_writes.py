@@ -7,9 +7,13 @@ import pytest
 from kbserver.config import Settings
 from kbserver.core.errors import ApprovalUnavailable, Forbidden, NotFound, Stale
 from kbserver.core.model import Append, WriteRequest, WriteResult
-from kbserver.services import Services, agents, runs, versions, writes
-from kbserver.services.auth import ADMIN, caller_for
+from kbserver.services import Services
+from kbserver.services.access import agents
+from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.reviewing import versions
+from kbserver.services.writing import writes
 from tests.helpers import git_fsck, state
 
 

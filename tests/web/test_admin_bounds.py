@@ -9,8 +9,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from kbserver.core.model import Create, WriteRequest
-from kbserver.services import Services, writes
-from kbserver.services.auth import caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import caller_for
+from kbserver.services.writing import writes
 from kbserver.web import browse
 from tests.helpers import make_agent
 
@@ -71,7 +72,7 @@ def test_a_files_history_looks_at_the_newest_versions_and_links_further(
 def test_a_week_lists_its_first_files_of_each_kind_and_says_how_many_more(
     web: tuple[TestClient, str], services: Services, kb: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kbserver.services import activity
+    from kbserver.services.reviewing import activity
 
     client, _ = web
     make_agent(services, "bob", {kb: "read_write"})

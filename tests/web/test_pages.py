@@ -12,8 +12,9 @@ from starlette.testclient import TestClient
 
 from kbserver.config import Settings
 from kbserver.core.model import Create, Overwrite, WriteRequest
-from kbserver.services import Services, writes
-from kbserver.services.auth import caller_for
+from kbserver.services import Services
+from kbserver.services.access.auth import caller_for
+from kbserver.services.writing import writes
 from kbserver.web import admin_app
 from kbserver.web import session as web_session
 from kbserver.web.inbox import SHOWN

@@ -8,13 +8,13 @@ from kbserver.changes import Applied, sha256_hex
 from kbserver.core.errors import ApprovalUnavailable, InvalidRequest, NotFound
 from kbserver.core.model import Caller, VersionInfo, WriteResult
 from kbserver.core.paths import check_path
-from kbserver.services.auth import require_read, require_write
-from kbserver.services.commits import commit
+from kbserver.services.access.auth import require_read, require_write
 from kbserver.services.context import Services
 from kbserver.services.models import DiffEntry, VersionDetail, VersionPage
 from kbserver.services.parts import Files, Repository
-from kbserver.services.privacy import check_writes, hides_version
-from kbserver.services.reserved import check_owner
+from kbserver.services.reading.privacy import check_writes, hides_version
+from kbserver.services.writing.commits import commit
+from kbserver.services.writing.reserved import check_owner
 from kbserver.store import Change, CommitInfo
 
 __all__ = [

@@ -5,15 +5,15 @@ from __future__ import annotations
 from kbserver.changes import apply
 from kbserver.core.errors import ApprovalUnavailable, Forbidden
 from kbserver.core.model import Caller, WriteRequest
-from kbserver.services.auth import require_write
-from kbserver.services.commits import commit
+from kbserver.services.access.auth import require_write
 from kbserver.services.context import Services
-from kbserver.services.idempotency import once
 from kbserver.services.models import WriteOutcome
-from kbserver.services.privacy import check_writes
-from kbserver.services.proposals import propose
-from kbserver.services.reserved import check_caps, check_owner
-from kbserver.services.runs import owned_run
+from kbserver.services.reading.privacy import check_writes
+from kbserver.services.reading.runs import owned_run
+from kbserver.services.writing.commits import commit
+from kbserver.services.writing.idempotency import once
+from kbserver.services.writing.proposals import propose
+from kbserver.services.writing.reserved import check_caps, check_owner
 from kbserver.store import Fence
 
 __all__ = ["submit"]

@@ -8,8 +8,8 @@ from kbserver.core.errors import InvalidRequest
 from kbserver.core.model import Caller, VersionInfo
 from kbserver.core.paths import check_prefix
 from kbserver.services.context import Services
-from kbserver.services.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
-from kbserver.services.versions import author_kind, info
+from kbserver.services.reviewing.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
+from kbserver.services.reviewing.versions import author_kind, info
 
 __all__ = ["Inbox", "InboxAgent", "InboxGroup", "InboxItem", "inbox"]
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from kbserver.control import MemoryAccessRow
 from kbserver.core.model import Caller
-from kbserver.services.auth import require_read
+from kbserver.services.access.auth import require_read
 from kbserver.services.context import Services
 
 __all__ = ["MemoryAccessRow", "record", "reset_importance", "stats"]

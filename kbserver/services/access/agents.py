@@ -8,14 +8,14 @@ import secrets
 from kbserver.control import AgentRow
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import AGENT_PATTERN, Caller, Permission
-from kbserver.services import toolsets
+from kbserver.services.access import toolsets
 from kbserver.services.context import Services
 from kbserver.services.models import Agent, AgentDeleted, AgentList, Link
 
 __all__ = ["TOOL_SETS", "create", "delete", "get", "link", "listing", "render", "rotate", "unlink"]
 
 TOOL_SETS = tuple(toolsets.TOOL_SETS)
-"""The names of the registered tool sets (kbserver.services.toolsets)."""
+"""The names of the registered tool sets (kbserver.services.access.toolsets)."""
 PERMISSIONS = ("read", "read_write", "read_write_ask")
 _NAME = re.compile(AGENT_PATTERN)
 

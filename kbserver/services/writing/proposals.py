@@ -11,10 +11,8 @@ from kbserver.control import PROPOSAL_STATUSES, ProposalRow
 from kbserver.core.errors import Forbidden, InvalidRequest, KBError, NotFound, NotPending
 from kbserver.core.messages import check_message
 from kbserver.core.model import Caller, WriteRequest, utc_iso
-from kbserver.services.auth import require_read
-from kbserver.services.commits import commit, summary
+from kbserver.services.access.auth import require_read
 from kbserver.services.context import Services
-from kbserver.services.idempotency import KeyFence, taken_over
 from kbserver.services.models import (
     Approval,
     Change,
@@ -28,8 +26,10 @@ from kbserver.services.models import (
     Rejection,
 )
 from kbserver.services.parts import Files
-from kbserver.services.privacy import check_writes
-from kbserver.services.reserved import check_caps
+from kbserver.services.reading.privacy import check_writes
+from kbserver.services.writing.commits import commit, summary
+from kbserver.services.writing.idempotency import KeyFence, taken_over
+from kbserver.services.writing.reserved import check_caps
 from kbserver.store import CommitPlan, Fence
 
 __all__ = ["approve", "get", "listing", "propose", "reject", "shown"]

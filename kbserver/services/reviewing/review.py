@@ -10,8 +10,7 @@ from kbserver.core.errors import ApprovalUnavailable, Forbidden, InvalidRequest,
 from kbserver.core.model import Caller, VersionInfo, WriteResult
 from kbserver.core.paths import check_path
 from kbserver.services import kbs
-from kbserver.services.auth import require_read, require_write
-from kbserver.services.commits import commit
+from kbserver.services.access.auth import require_read, require_write
 from kbserver.services.context import Services
 from kbserver.services.models import (
     Change,
@@ -24,9 +23,10 @@ from kbserver.services.models import (
     VersionPage,
 )
 from kbserver.services.parts import Files, Repository
-from kbserver.services.privacy import check_writes
-from kbserver.services.reserved import check_owner
-from kbserver.services.versions import diff, info
+from kbserver.services.reading.privacy import check_writes
+from kbserver.services.reviewing.versions import diff, info
+from kbserver.services.writing.commits import commit
+from kbserver.services.writing.reserved import check_owner
 
 __all__ = [
     "MAX_UNREVIEWED",

@@ -15,7 +15,7 @@ from typing import TypeVar
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
 from kbserver.index import IndexCorrupt, SearchIndex, SearchResult, index_exists
-from kbserver.services.follower import Delta, SinkDamaged
+from kbserver.services.following.follower import Delta, SinkDamaged
 
 T = TypeVar("T")
 

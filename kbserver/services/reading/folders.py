@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from kbserver.core.model import Caller
 from kbserver.services.parts import Repository
-from kbserver.services.privacy import hidden
+from kbserver.services.reading.privacy import hidden
 
 __all__ = ["MAX_FILES", "Listing", "listing"]
 

@@ -8,11 +8,11 @@ import time
 from kbserver.control import RunRow
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller, utc_iso
-from kbserver.services.auth import require_read
+from kbserver.services.access.auth import require_read
 from kbserver.services.context import Services
-from kbserver.services.files import list_at, read_at
 from kbserver.services.models import FileContent, FileList, RunEnded, RunStarted
-from kbserver.services.privacy import check_read
+from kbserver.services.reading.files import list_at, read_at
+from kbserver.services.reading.privacy import check_read
 
 __all__ = ["MAX_LABEL", "end", "get", "list_files", "mounted", "owned_run", "read_file", "start"]
 

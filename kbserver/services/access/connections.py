@@ -25,8 +25,8 @@ from pydantic import JsonValue
 from kbserver.control import GrantRow
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller, Permission
-from kbserver.services import agents, client_metadata
-from kbserver.services.auth import ADMIN, agent_caller
+from kbserver.services.access import agents, client_metadata
+from kbserver.services.access.auth import ADMIN, agent_caller
 from kbserver.services.context import Services
 
 __all__ = [

@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 import anyio.from_thread
 
 from kbserver.core.model import Caller
-from kbserver.services.auth import require_read
+from kbserver.services.access.auth import require_read
 from kbserver.services.context import Services
 from kbserver.vectors import Ranking, VectorHit, asking
 

@@ -16,12 +16,12 @@ from pathlib import Path
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Caller, FileEntry
 from kbserver.core.paths import check_path, check_prefix
-from kbserver.services import folders
-from kbserver.services.auth import require_read
+from kbserver.services.access.auth import require_read
 from kbserver.services.context import Services
 from kbserver.services.models import ExportResult, FileContent, FileList
 from kbserver.services.parts import Repository
-from kbserver.services.privacy import check_read, hidden
+from kbserver.services.reading import folders
+from kbserver.services.reading.privacy import check_read, hidden
 
 __all__ = [
     "FolderPage",
@@ -43,7 +43,7 @@ def list_at(
     services: Services, slug: str, version: str | None, prefix: str = "", caller: Caller | None = None
 ) -> FileList:
     """The files at `version` (the head when None), sorted by path; for `caller`, without the other
-    agents' private memories (kbserver.services.privacy).
+    agents' private memories (kbserver.services.reading.privacy).
 
     Raises InvalidRequest or NotFound for a bad version.
     """

@@ -14,7 +14,7 @@ import time
 
 from kbserver.control import email_key
 from kbserver.core.model import Caller
-from kbserver.services.auth import ADMIN, person_caller
+from kbserver.services.access.auth import ADMIN, person_caller
 from kbserver.services.context import Services
 
 __all__ = [

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kbserver.core.model import Caller
-from kbserver.services import proposals
 from kbserver.services.context import Services
 from kbserver.services.models import DiffEntry, Proposal
-from kbserver.services.review import require_reviewer
-from kbserver.services.versions import diff
+from kbserver.services.reviewing.review import require_reviewer
+from kbserver.services.reviewing.versions import diff
+from kbserver.services.writing import proposals
 
 __all__ = ["Card", "cards", "explain"]
 

@@ -9,11 +9,11 @@ from kbserver.core import threads
 from kbserver.core.errors import Forbidden, InvalidRequest
 from kbserver.core.model import Caller
 from kbserver.core.paths import check_prefix
-from kbserver.services.auth import require_read
+from kbserver.services.access.auth import require_read
 from kbserver.services.context import Services
-from kbserver.services.indexing import INDEX_SINK
+from kbserver.services.following.indexing import INDEX_SINK
 from kbserver.services.models import IndexStatus, SearchHit, SearchResults
-from kbserver.services.privacy import PRIVATE_FOLDER, other_owners
+from kbserver.services.reading.privacy import PRIVATE_FOLDER, other_owners
 
 __all__ = [
     "MAX_LIMIT",
@@ -80,7 +80,7 @@ def query(
 
 
 def _hide(services: Services, caller: Caller, slug: str) -> tuple[str, str, list[str]] | None:
-    """What the index leaves out for `caller`: other agents' private memories (kbserver.services.privacy),
+    """What the index leaves out for `caller`: other agents' private memories (reading.privacy),
     the files under memories/ whose agentId names one of them; None for the admin or when there are none."""
     others = other_owners(caller, services.repos.repo(slug), str(services.repos.path(slug)))
     return (PRIVATE_FOLDER, "agentId", others) if others else None

@@ -11,7 +11,7 @@ never holds up a fast one (the keyword index), so a write is searchable by its w
 index has it, whatever the vectors are doing.
 
 The follower's work must not slow the requests that cause it, and must not fall far behind them
-either (kbserver.services.sink_worker.Pace). While a sink is close behind, its work runs at a lower
+either (kbserver.services.following.sink_worker.Pace). While a sink is close behind, its work runs at a lower
 OS scheduling priority (`nice`, on Linux, where a thread is a task of its own), so a request wanting
 a core gets it first; and while commits come close together it lets them settle (`batch_seconds`):
 it waits until none came for a quarter of that, at most all of it, then applies them as one delta
@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Protocol
 
 from kbserver.core.errors import KBError, NotFound
+from kbserver.services.following.progress import Progress
+from kbserver.services.following.sink_worker import Pace, SinkWorker, lower_thread_priority
 from kbserver.services.parts import EventReader, Events, Repositories, Repository, Watch
-from kbserver.services.progress import Progress
-from kbserver.services.sink_worker import Pace, SinkWorker, lower_thread_priority
 from kbserver.store import Change
 from kbserver.store.feed import Covered, Damaged, Head, Wanted
 
@@ -129,7 +129,7 @@ class Follower:
         pace: Pace | None = None,
     ) -> None:
         """`pace`: how the sinks keep out of the requests' way and how far behind they may fall
-        (kbserver.services.sink_worker; default: at the requests' priority, each commit at once)."""
+        (kbserver.services.following.sink_worker; default: at the requests' priority, each commit at once)."""
         self._repos = repos
         self._feed = feed
         self.sinks = list(sinks)

@@ -21,8 +21,8 @@ from kbserver.core.model import Caller, utc_iso
 from kbserver.services import kbs
 from kbserver.services.context import Services
 from kbserver.services.parts import Repository
-from kbserver.services.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
-from kbserver.services.versions import author_kind
+from kbserver.services.reviewing.review import MAX_UNREVIEWED, REVIEWED_KINDS, require_reviewer
+from kbserver.services.reviewing.versions import author_kind
 from kbserver.store import Change
 
 __all__ = [

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
-from kbserver.services.follower import Delta, SinkDamaged
+from kbserver.services.following.follower import Delta, SinkDamaged
 from kbserver.vectors import (
     Embedder,
     Known,

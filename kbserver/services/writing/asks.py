@@ -10,10 +10,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from kbserver.control import ProposalRow
 from kbserver.core.errors import Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import Caller
-from kbserver.services import proposals
-from kbserver.services.auth import ADMIN
+from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Services
 from kbserver.services.models import Approval, DiffEntry, Proposal, ProposalFile, Rejection
+from kbserver.services.writing import proposals
 
 __all__ = ["AskStatus", "ProposalState", "decide", "find", "state", "status"]
 

@@ -159,7 +159,7 @@ class _Polite:
 
 
 class Sink(Protocol):
-    """What a worker needs of a sink (kbserver.services.follower.Sink has it all)."""
+    """What a worker needs of a sink (kbserver.services.following.follower.Sink has it all)."""
 
     name: str
 

@@ -52,7 +52,7 @@ def owner_of(path: str, data: bytes | None) -> str | None:
     try:
         split = split_front_matter(data.decode("utf-8"))
     except UnicodeDecodeError:
-        return None  # the memory tools read no such file either (kbserver.services.files.texts_at)
+        return None  # the memory tools read no such file either (kbserver.services.reading.files.texts_at)
     if split is None:
         return None
     value = {str(k): v for k, v in split[0].items()}.get("agentId")
