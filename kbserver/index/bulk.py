@@ -14,8 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from whoosh.writing import SegmentWriter
-
 from kbserver.index import private
 from kbserver.index.codec import CODEC
 
@@ -44,7 +42,7 @@ class _TermPool:
         self.terms.clear()
 
 
-class BulkWriter(SegmentWriter):  # type: ignore[misc]
+class BulkWriter(private.SegmentWriterBase):
     """A SegmentWriter for a new, empty index (no deletions, no merges), as `ix.writer()` gives."""
 
     def __init__(self, ix: Any) -> None:
@@ -52,21 +50,21 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
         whooshs: Any = self.pool
         whooshs.cleanup()
         self.pool: Any = _TermPool()
-        self._weights: dict[float, float] = {}
-        self._values: dict[bytes, bytes] = {}
+        self.shared_weights: dict[float, float] = {}
+        self.shared_values: dict[bytes, bytes] = {}
 
     def add_document(self, **fields: Any) -> None:
         """SegmentWriter.add_document for fields without spelling or vectors (kbserver's schema),
         the postings added to the pool's lists without a tuple and a method call each."""
-        self._check_state()
+        self.check_state()
         perdocwriter = self.perdocwriter
         schema = self.schema
         docnum = self.docnum
         terms = self.pool.terms
-        weights, values = self._weights, self._values
-        docboost = self._doc_boost(fields)
+        weights, values = self.shared_weights, self.shared_values
+        docboost = self.doc_boost(fields)
         fieldnames = sorted(name for name in fields if not name.startswith("_"))
-        self._check_fields(schema, fieldnames)
+        self.check_fields(schema, fieldnames)
         perdocwriter.start_doc(docnum)
         try:
             for fieldname in fieldnames:
@@ -78,7 +76,7 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
                     raise ValueError(f"BulkWriter cannot index field {fieldname!r} (vectors, spelling)")
                 length = 0
                 if field.indexed:
-                    fieldboost = self._field_boost(fields, fieldname, docboost)
+                    fieldboost = self.field_boost(fields, fieldname, docboost)
                     scorable = field.scorable
                     for btext, freq, weight, vbytes in field.index(value):
                         if scorable:
@@ -102,10 +100,10 @@ class BulkWriter(SegmentWriter):  # type: ignore[misc]
             perdocwriter.cancel_doc()
             raise
         perdocwriter.finish_doc()
-        self._added = True
+        self.mark_added()
         self.docnum += 1
 
-    def _flush_segment(self) -> None:
+    def flush_segment(self) -> None:
         """SegmentWriter._flush_segment, the postings written term by term, a block at a time, with
         each field's lengths read once (FieldWriter.add_postings reads one per posting)."""
         self.perdocwriter.close()

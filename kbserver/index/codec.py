@@ -12,34 +12,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from whoosh.codec.whoosh3 import W3Codec, W3PostingsWriter, W3Segment
+from whoosh.codec.whoosh3 import W3Codec, W3Segment
+
+from kbserver.index import private
 
 __all__ = ["CODEC", "COMPRESS_FROM"]
 
 COMPRESS_FROM = 16  # postings in a block from which it is compressed (W3's blocks hold up to 128)
 
 
-class _PostingsWriter(W3PostingsWriter):  # type: ignore[misc]
-    def _write_block(self, last: bool = False) -> None:
-        this: Any = self
-        level = this._compression
-        if len(this._ids) < COMPRESS_FROM:
-            this._compression = 0  # recorded in the block's info: read back uncompressed
-        try:
-            super()._write_block(last)
-        finally:
-            this._compression = level
-
-
 class _Codec(W3Codec):  # type: ignore[misc]
     def postings_writer(self, dbfile: Any, byteids: bool = False) -> Any:
-        return _PostingsWriter(
-            dbfile,
-            blocklimit=self._blocklimit,
-            byteids=byteids,
-            compression=self._compression,
-            inlinelimit=self._inlinelimit,
-        )
+        return private.plain_small_blocks_writer(self, dbfile, byteids, COMPRESS_FROM)
 
     def new_segment(self, storage: Any, indexname: str) -> Any:
         return W3Segment(W3Codec(), indexname)  # the TOC names only Whoosh's own classes

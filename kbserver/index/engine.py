@@ -18,14 +18,13 @@ from whoosh import query as q
 from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.index import EmptyIndexError
 
+from kbserver.index import private
 from kbserver.index.arrays import collect_arrays, doc_ids
 from kbserver.index.bulk import BulkWriter
 from kbserver.index.codec import CODEC
 from kbserver.index.collect import collect
 from kbserver.index.document import meta_document, to_document, valid_utf8
-from kbserver.index.lengths import install as _install_lengths
 from kbserver.index.merging import merge_small, merge_tail
-from kbserver.index.names import install as _install_names
 from kbserver.index.query import parse_query, question_words, word_query
 from kbserver.index.reader import open_searcher, refresh_searcher
 from kbserver.index.schema import DIRS, FIELDS, FILTER_PREFIX, FORMAT, META_PATH, PATH, SHA, make_schema
@@ -34,9 +33,7 @@ from kbserver.index.storage import Folder, IndexCorrupt
 
 __all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult"]
 
-# Segment and temp-file names must not come from the global `random` (see kbserver.index.names).
-_install_names()
-_install_lengths()  # a field without a length column is looked for once per segment, not per posting
+private.install()  # file names not from the global `random`; a missing length column looked up once
 
 _PROGRESS_EVERY = 500
 _FILTER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")

@@ -1,49 +1,173 @@
-"""Every private Whoosh attribute kbserver reads, in one place (tests/index/test_whoosh_private.py).
+"""Every private Whoosh attribute kbserver reads and every patch it makes, checked at import.
 
-The index needs a few things whoosh-reloaded has no public way to give: a segment's raw postings
-(block by block, deleted documents included), its one-byte field lengths as a buffer, a filter
-matcher's set, a reader re-pointed at a segment's newer deletions, the table of contents of the
-latest commit. Each accessor below names the private attribute it reads; pyproject.toml pins
-whoosh-reloaded to the version they were checked on (TESTED), and the tests compare every
-accessor with what the public API says of the same index, so a Whoosh that changed fails there,
-loudly, before a search returns a wrong score.
+The index needs things whoosh-reloaded has no public way to give (a segment's raw postings, its
+one-byte field lengths, a reader re-pointed at newer deletions) and patches two of its behaviours
+(file names drawn from the global `random`, a missing length column looked up on every call). All
+of it is here, behind named accessors, patches and base classes. At import `check` refuses any
+Whoosh but TESTED, or one lacking an attribute used below, with one error naming what is missing;
+tests/index/test_whoosh_private.py holds each accessor and patch to Whoosh's own behaviour.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib.metadata
+import secrets
+from collections.abc import Iterator, Mapping
+from types import CodeType, ModuleType
 from typing import Any
 
-from whoosh import query as q
-from whoosh.codec.whoosh3 import LENGTHS_COLUMN
+import whoosh.codec.base
+import whoosh.filedb.compound
+import whoosh.filedb.filestore
+import whoosh.multiproc
+import whoosh.util
+import whoosh.writing
+from whoosh import columns, scoring
+from whoosh.codec import whoosh3
+from whoosh.index import FileIndex
+from whoosh.matching import FilterMatcher
+from whoosh.query import qcore
+from whoosh.reading import SegmentReader
+from whoosh.writing import SegmentWriter
 
 __all__ = [
     "TESTED",
+    "LengthScorer",
+    "SegmentWriterBase",
+    "WhooshChanged",
     "add_block_postings",
     "block_ids",
     "block_ids_and_weights",
     "block_max_id",
     "byte_ids",
+    "check",
     "column_bytes",
     "filter_set",
+    "install",
     "is_null_query",
     "leaf_position",
     "leaf_term",
     "length_column",
     "next_block",
+    "plain_small_blocks_writer",
     "postings_writer",
+    "random_name",
     "raw_matcher",
     "read_toc",
     "rebind",
 ]
 
-TESTED = "2.7.5"  # the whoosh-reloaded version pyproject.toml pins and the tests check these on
+DIST = "whoosh-reloaded"
+TESTED = "2.7.5"  # the only version this module was checked on; pyproject.toml pins it
+
+# Every module that does `from whoosh.util import random_name` (see `install`).
+_NAME_HOLDERS: tuple[ModuleType, ...] = (
+    whoosh.util,
+    whoosh.codec.base,
+    whoosh.filedb.compound,
+    whoosh.filedb.filestore,
+    whoosh.multiproc,
+    whoosh.writing,
+)
+# What must exist on a class or module itself (methods, classes, constants).
+HAS: Mapping[Any, tuple[str, ...]] = {
+    whoosh3: ("LENGTHS_COLUMN", "W3PerDocReader", "W3LeafMatcher", "W3PostingsWriter", "W3FieldWriter"),
+    whoosh3.W3PerDocReader: ("_cached_reader", "column_reader", "has_column"),
+    whoosh3.W3LeafMatcher: ("_read_ids", "_read_data", "_next_block"),
+    whoosh3.W3PostingsWriter: ("_write_block",),
+    SegmentWriter: ("_flush_segment", "_check_state", "_doc_boost", "_check_fields", "_field_boost"),
+    scoring.WeightLengthScorer: ("_score",),
+    FileIndex: ("_read_toc",),
+    qcore: ("_NullQuery",),
+    whoosh.util: ("IDCHARS", "random_name"),
+    **{module: ("random_name",) for module in _NAME_HOLDERS[1:]},
+}
+# Instance attributes: what the class's own methods must still read or set (their code names it).
+USES: Mapping[type, tuple[str, ...]] = {
+    whoosh3.W3PerDocReader: ("_readers", "_segment"),
+    SegmentReader: ("_perdoc", "_terms", "_segment", "_gen"),
+    columns.FixedBytesColumn.Reader: ("_dbfile", "_basepos", "_count"),
+    whoosh3.W3LeafMatcher: ("_byteids", "_ids", "_data", "_maxid", "_i", "_term"),
+    FilterMatcher: ("_ids", "_exclude"),
+    whoosh3.W3FieldWriter: ("_postwriter",),
+    whoosh3.W3PostingsWriter: (
+        "_blocklimit",
+        "_compression",
+        "_ids",
+        "_weights",
+        "_values",
+        "_maxweight",
+        "_minlength",
+        "_maxlength",
+    ),
+    whoosh3.W3Codec: ("_blocklimit", "_compression", "_inlinelimit"),
+    SegmentWriter: ("_added",),
+}
+
+
+class WhooshChanged(RuntimeError):
+    """The installed Whoosh is not the one this module was checked on: fix the pin, or this module."""
+
+
+def _codes(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _codes(const)
+
+
+def _names_used(cls: type) -> set[str]:
+    """The attribute names the code of `cls`'s methods (and its bases', nested functions included) names."""
+    names: set[str] = set()
+    for klass in cls.__mro__[:-1]:
+        for value in vars(klass).values():
+            func = getattr(value, "fget", None) or getattr(value, "__func__", None) or value
+            code = getattr(func, "__code__", None)
+            if isinstance(code, CodeType):
+                for c in _codes(code):
+                    names.update(c.co_names)
+    return names
+
+
+def check(
+    version: str | None, has: Mapping[Any, tuple[str, ...]] = HAS, uses: Mapping[type, tuple[str, ...]] = USES
+) -> None:
+    """Raise WhooshChanged, naming every problem at once, unless `version` is TESTED and every
+    attribute of `has` and `uses` is there."""
+    problems = []
+    if version != TESTED:
+        problems.append(f"version {version or 'not installed'} found, {TESTED} required")
+    for owner, names in has.items():
+        missing = [name for name in names if not hasattr(owner, name)]
+        if missing:
+            problems.append(f"{getattr(owner, '__qualname__', owner.__name__)} has no {', '.join(missing)}")
+    for cls, names in uses.items():
+        used = _names_used(cls)
+        missing = [name for name in names if name not in used]
+        if missing:
+            problems.append(f"{cls.__qualname__} no longer uses {', '.join(missing)}")
+    if problems:
+        raise WhooshChanged(
+            f"{DIST}: {'; '.join(problems)}. kbserver.index.private reads Whoosh internals checked on "
+            f"{DIST}=={TESTED} only: install that version (pyproject.toml pins it)"
+        )
+
+
+def _installed() -> str | None:
+    try:
+        return importlib.metadata.version(DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+check(_installed())
 
 
 # -- a segment reader's files -----------------------------------------------------------------------
 def length_column(reader: Any, field: str) -> Any | None:
     """The per-document one-byte length column of `field` in a segment (None: the field has none)."""
-    return reader._perdoc._cached_reader(f"_{field}_len", LENGTHS_COLUMN)
+    return reader._perdoc._cached_reader(f"_{field}_len", whoosh3.LENGTHS_COLUMN)
 
 
 def column_bytes(column: Any) -> bytes:
@@ -106,7 +230,7 @@ def filter_set(m: Any) -> tuple[Any, bool]:
 
 def is_null_query(query: Any) -> bool:
     """True for Whoosh's NullQuery (a query that matches nothing)."""
-    return isinstance(query, q.qcore._NullQuery)
+    return isinstance(query, qcore._NullQuery)
 
 
 def read_toc(ix: Any) -> Any:
@@ -125,7 +249,49 @@ def rebind(reader: Any, segment: Any, generation: int) -> Any:
     return view
 
 
-# -- writing a new segment's postings (index/bulk.py) --------------------------------------------------
+class LengthScorer(scoring.WeightLengthScorer):  # type: ignore[misc]
+    """WeightLengthScorer for subclasses that define `score_of(weight, length)`, which Whoosh calls
+    by its documented but private name `_score` (bound once per class: no extra call per posting)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._score = cls.score_of
+
+    def score_of(self, weight: float, length: float) -> float:
+        raise NotImplementedError
+
+
+# -- writing segments (index/codec.py, index/bulk.py) -------------------------------------------------
+class _PlainSmallBlocks(whoosh3.W3PostingsWriter):  # type: ignore[misc]
+    """W3's postings writer, writing blocks of fewer than `compress_from` postings uncompressed."""
+
+    compress_from = 0
+
+    def _write_block(self, last: bool = False) -> None:
+        this: Any = self
+        level = this._compression
+        if len(this._ids) < self.compress_from:
+            this._compression = 0  # recorded in the block's info: read back uncompressed
+        try:
+            super()._write_block(last)
+        finally:
+            this._compression = level
+
+
+def plain_small_blocks_writer(codec: Any, dbfile: Any, byteids: bool, compress_from: int) -> Any:
+    """What `codec.postings_writer(dbfile, byteids)` gives (a W3Codec's settings), except that a
+    block of fewer than `compress_from` postings is written uncompressed."""
+    writer = _PlainSmallBlocks(
+        dbfile,
+        blocklimit=codec._blocklimit,
+        byteids=byteids,
+        compression=codec._compression,
+        inlinelimit=codec._inlinelimit,
+    )
+    writer.compress_from = compress_from
+    return writer
+
+
 def postings_writer(fieldwriter: Any) -> Any:
     """A W3FieldWriter's postings writer of the term it started (start_term)."""
     return fieldwriter._postwriter
@@ -154,3 +320,69 @@ def add_block_postings(postings: Any, flat: list[Any], lengths: list[int]) -> No
                 postings._minlength = low
             if high > postings._maxlength:
                 postings._maxlength = high
+
+
+class SegmentWriterBase(SegmentWriter):  # type: ignore[misc]
+    """Whoosh's SegmentWriter with the private helpers index/bulk.py reuses under public names, and
+    its segment flush (the private `_flush_segment` that commit calls) overridable as `flush_segment`."""
+
+    def _flush_segment(self) -> None:
+        self.flush_segment()
+
+    def flush_segment(self) -> None:
+        super()._flush_segment()
+
+    def check_state(self) -> None:
+        self._check_state()
+
+    def doc_boost(self, fields: Mapping[str, Any]) -> float:
+        return float(self._doc_boost(fields))
+
+    def field_boost(self, fields: Mapping[str, Any], fieldname: str, docboost: float) -> float:
+        return float(self._field_boost(fields, fieldname, docboost))
+
+    def check_fields(self, schema: Any, fieldnames: list[str]) -> None:
+        self._check_fields(schema, fieldnames)
+
+    def mark_added(self) -> None:
+        """Record that a document was added (what commit checks before it writes a segment)."""
+        self._added = True
+
+
+# -- patches ------------------------------------------------------------------------------------------
+_MISSING = object()
+_WHOOSHS_CACHED_READER = vars(whoosh3.W3PerDocReader)["_cached_reader"]  # replaced by install()
+
+
+def _cached_reader(self: Any, fieldname: str, column: Any) -> Any:
+    """W3PerDocReader._cached_reader that also remembers a column the segment lacks.
+
+    Whoosh caches the columns it finds, not the ones it does not: for every field without lengths
+    (path, folders, filters) each `doc_field_length` asks the storage again, a `stat`, and a merge
+    asks for every field of every document (~8% of a merge of 40 small segments). A segment's
+    files never change once written, so a missing column stays missing.
+    """
+    found = self._readers.get(fieldname, _MISSING)
+    if found is not _MISSING:
+        return found  # a column reader, or None: the segment has no such column
+    reader = self.column_reader(fieldname, column) if self.has_column(fieldname) else None
+    self._readers[fieldname] = reader
+    return reader
+
+
+def random_name(size: int = 28) -> str:
+    """A name of `size` characters of Whoosh's alphabet, drawn from the OS (never the `random` module).
+
+    Whoosh names segments, sort runs and compound temp files from the global `random`: anything that
+    seeds it (Hypothesis, before every example) made new names repeat those on disk, and a commit then
+    failed in `create_compound_file` or overwrote a live segment.
+    """
+    return "".join(secrets.choice(whoosh.util.IDCHARS) for _ in range(size))
+
+
+def install() -> None:
+    """Apply the patches (idempotent): `random_name` in every Whoosh module holding its own, and
+    `_cached_reader` on W3PerDocReader."""
+    for module in _NAME_HOLDERS:
+        module.random_name = random_name  # type: ignore[attr-defined]
+    whoosh3.W3PerDocReader._cached_reader = _cached_reader

@@ -156,7 +156,7 @@ class LiveBM25F(scoring.BM25F):  # type: ignore[misc]
         return _Scorer(searcher, fieldname, text, self.B, self.K1, self.stats)
 
 
-class _Scorer(scoring.WeightLengthScorer):  # type: ignore[misc]
+class _Scorer(private.LengthScorer):
     def __init__(
         self, searcher: Any, fieldname: str, text: Any, b: float, k1: float, stats: LiveStats
     ) -> None:
@@ -167,5 +167,5 @@ class _Scorer(scoring.WeightLengthScorer):  # type: ignore[misc]
         self.K1 = k1
         self.setup(searcher, fieldname, text)
 
-    def _score(self, weight: float, length: float) -> float:
+    def score_of(self, weight: float, length: float) -> float:
         return float(scoring.bm25(self.idf, weight, length, self.avgfl, self.B, self.K1))

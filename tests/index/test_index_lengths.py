@@ -2,7 +2,7 @@
 
 Whoosh's `W3PerDocReader` cached the columns it found and asked the storage again, a `stat` each,
 for every field without lengths (path, folders, filters) on every call: ~130,000 times in a merge
-of 40 small segments. `kbserver.index.lengths` remembers the miss; the answers stay the same.
+of 40 small segments. `kbserver.index.private` remembers the miss; the answers stay the same.
 """
 
 from __future__ import annotations

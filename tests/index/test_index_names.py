@@ -1,7 +1,7 @@
 """Whoosh's segment and temp-file names never repeat when something reseeds the global `random`.
 
 Whoosh draws those names from the global `random`; Hypothesis reseeds it for every example, so
-before `kbserver.index.names` the second update after a reseed picked the first one's segment id
+before `kbserver.index.private.install` the second update after a reseed picked the first one's segment id
 and failed in `create_compound_file` (or overwrote a live segment).
 """
 
@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kbserver.index import SearchIndex
-from kbserver.index.names import random_name
+from kbserver.index.private import random_name
 
 
 def _segment_ids(ix: SearchIndex) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import re
 from collections.abc import Iterator
@@ -11,9 +12,14 @@ from typing import Any
 import pytest
 from whoosh import index as whoosh_index
 from whoosh import query as q
-from whoosh.codec.whoosh3 import W3LeafMatcher
+from whoosh.codec import whoosh3
+from whoosh.codec.whoosh3 import W3Codec, W3LeafMatcher, W3TermInfo
+from whoosh.fields import UnknownFieldError
+from whoosh.filedb.filestore import FileStorage, RamStorage
+from whoosh.index import FileIndex
 from whoosh.matching import FilterMatcher
 from whoosh.util.numeric import byte_to_length
+from whoosh.writing import IndexingError
 
 from kbserver.index import private
 from kbserver.index.schema import make_schema
@@ -136,3 +142,193 @@ def test_toc_and_rebind_see_the_newer_deletions(ix: Any) -> None:
             fresh.close()
     finally:
         old.close()
+
+
+# -- the import-time check ------------------------------------------------------------------------------
+def test_the_check_passes_on_the_installed_whoosh() -> None:
+    private.check(importlib.metadata.version("whoosh-reloaded"))
+
+
+def test_another_whoosh_version_is_one_loud_error() -> None:
+    with pytest.raises(private.WhooshChanged) as err:
+        private.check("2.7.6")
+    message = str(err.value)
+    assert message.startswith("whoosh-reloaded: version 2.7.6 found, 2.7.5 required")
+    assert "whoosh-reloaded==2.7.5" in message
+    with pytest.raises(private.WhooshChanged, match="version not installed found"):
+        private.check(None)
+
+
+def test_a_missing_attribute_is_named_in_the_same_error() -> None:
+    with pytest.raises(private.WhooshChanged) as err:
+        private.check(
+            "2.8.0",
+            has={FileIndex: ("_read_toc", "_read_toc_v2"), whoosh3: ("NO_SUCH_COLUMN",)},
+            uses={FilterMatcher: ("_ids", "_members")},
+        )
+    message = str(err.value)
+    assert "version 2.8.0 found" in message
+    assert "FileIndex has no _read_toc_v2" in message and "_read_toc," not in message
+    assert "whoosh.codec.whoosh3 has no NO_SUCH_COLUMN" in message
+    assert "FilterMatcher no longer uses _members" in message
+
+
+def test_every_attribute_the_module_relies_on_is_in_the_check() -> None:
+    """Each private name this module reads is listed in HAS or USES (so the check covers it)."""
+    source = Path(private.__file__).read_text()
+    body = source[source.index("def length_column") :]
+    read = set(re.findall(r"\.(_[A-Za-z]\w*)", body))
+    listed = {n for names in private.HAS.values() for n in names} | {
+        n for names in private.USES.values() for n in names
+    }
+    assert len(read) > 30 and read - listed == set(), read - listed
+
+
+# -- patches ----------------------------------------------------------------------------------------
+def test_the_cached_reader_patch_answers_as_whooshs_own(ix: Any) -> None:
+    _delete(ix, {1})
+    with ix.reader() as reader:
+        leaf = _leaf(reader)
+        assert whoosh3.W3PerDocReader._cached_reader is private._cached_reader
+        for field in ("body", "path", "title", "nosuchfield"):
+            ours = private._cached_reader(copy.copy(leaf._perdoc), f"_{field}_len", whoosh3.LENGTHS_COLUMN)
+            whooshs = private._WHOOSHS_CACHED_READER(
+                copy.copy(leaf._perdoc), f"_{field}_len", whoosh3.LENGTHS_COLUMN
+            )
+            assert (ours is None) == (whooshs is None), field
+            if ours is not None:
+                assert list(ours) == list(whooshs)
+        assert [leaf.doc_field_length(d, "path") for d in range(5)] == [0] * 5  # no column: the default
+
+
+def test_install_replaces_every_random_name_and_is_idempotent() -> None:
+    private.install()
+    private.install()
+    for module in private._NAME_HOLDERS:
+        assert module.random_name is private.random_name, module.__name__
+    assert whoosh3.W3PerDocReader._cached_reader is private._cached_reader
+
+
+# -- writing ------------------------------------------------------------------------------------------
+def _postings(write: Any, compress_from: int | None = None) -> tuple[bytes, Any]:
+    """The postings file and term info of one term written by `write`, through W3's own postings
+    writer (compress_from None) or through plain_small_blocks_writer."""
+    codec = W3Codec(blocklimit=8)
+    storage = RamStorage()
+    postfile = storage.create_file("postings")
+    if compress_from is None:
+        writer = codec.postings_writer(postfile)
+    else:
+        writer = private.plain_small_blocks_writer(codec, postfile, False, compress_from)
+    info = W3TermInfo()
+    writer.start_postings(make_schema()["body"].format, info)
+    write(writer)
+    writer.finish_postings()
+    postfile.close()
+    data = bytes(storage.open_file("postings").read())
+    return data, (info.weight(), info.doc_frequency(), info.max_id(), info.min_length(), info.max_length())
+
+
+def test_add_block_postings_writes_what_add_posting_writes() -> None:
+    ids = list(range(0, 60, 3))
+    weights = [float(1 + i % 4) for i in range(len(ids))]
+    values = [bytes([i % 5]) if i % 3 else b"" for i in range(len(ids))]
+    lengths = [(d * 7) % 11 for d in range(60)]
+
+    def one_by_one(writer: Any) -> None:
+        for d, w, v in zip(ids, weights, values, strict=True):
+            writer.add_posting(d, w, v, lengths[d])
+
+    def blockwise(writer: Any) -> None:
+        flat = [x for triple in zip(ids, weights, values, strict=True) for x in triple]
+        private.add_block_postings(writer, flat, lengths)
+
+    assert _postings(blockwise, compress_from=0) == _postings(one_by_one)
+
+
+def test_postings_writer_is_the_field_writers_writer_of_the_term(tmp_path: Path) -> None:
+    storage = FileStorage(str(tmp_path))
+    segment = W3Codec().new_segment(storage, "x")
+    fieldwriter = W3Codec().field_writer(storage, segment)
+    fieldwriter.start_field("body", make_schema()["body"])
+    fieldwriter.start_term(b"kiwi")
+    postings = private.postings_writer(fieldwriter)
+    assert isinstance(postings, whoosh3.W3PostingsWriter)
+    fieldwriter.add(0, 1.0, b"", 1)  # the public way in goes to that same writer
+    assert len(postings) == 1
+    fieldwriter.finish_term()
+    fieldwriter.finish_field()
+    fieldwriter.close()
+
+
+def test_plain_small_blocks_writer_keeps_the_codecs_settings() -> None:
+    """With nothing to leave plain it writes byte for byte what W3's own writer does; blocks under
+    its threshold differ (not compressed) but give the same term statistics (test_index_codec.py
+    reads them back through Whoosh's reader)."""
+
+    def write(writer: Any) -> None:
+        for d in range(20):  # blocks of 8, 8 and 4 postings
+            writer.add_posting(d, 1.0 + d % 3, b"", 1 + d % 5)
+
+    stock = _postings(write)
+    assert _postings(write, compress_from=0) == stock
+    plain = _postings(write, compress_from=5)  # the last block, of 4, is left plain
+    assert plain[1] == stock[1] and plain[0] != stock[0]
+
+
+def test_segment_writer_base_is_whooshs_writer_with_public_names(tmp_path: Path) -> None:
+    index = whoosh_index.create_in(str(tmp_path), make_schema())
+    writer = private.SegmentWriterBase(index)
+    assert writer.doc_boost({"_boost": 2.0}) == writer._doc_boost({"_boost": 2.0}) == 2.0
+    fields = {"_body_boost": 3.0}
+    assert writer.field_boost(fields, "body", 2.0) == writer._field_boost(fields, "body", 2.0) == 3.0
+    assert writer.field_boost(fields, "title", 2.0) == writer._field_boost(fields, "title", 2.0) == 2.0
+    with pytest.raises(UnknownFieldError):
+        writer.check_fields(writer.schema, ["nosuchfield"])
+    writer.add_document(path="a.md", body="kiwi")  # flush_segment: Whoosh's own by default
+    writer.commit()
+    with pytest.raises(IndexingError):
+        writer.check_state()  # a committed writer is closed
+    with index.searcher() as searcher:
+        assert [h["path"] for h in searcher.search(q.Term("body", "kiwi"))] == ["a.md"]
+    index.close()
+
+
+def test_mark_added_makes_commit_write_a_segment(tmp_path: Path) -> None:
+    index = whoosh_index.create_in(str(tmp_path), make_schema())
+    flushed: list[int] = []
+
+    class Recording(private.SegmentWriterBase):  # type: ignore[misc]
+        def flush_segment(self) -> None:
+            flushed.append(self.docnum)
+            super().flush_segment()
+
+    Recording(index).commit()  # nothing added: no segment
+    assert flushed == []
+    writer = Recording(index)
+    writer.add_document(path="a.md", body="kiwi")
+    writer.commit()
+    assert flushed == [1]
+    writer = Recording(index)
+    writer.mark_added()
+    writer.commit()
+    assert flushed == [1, 0]
+    index.close()
+
+
+def test_length_scorer_scores_with_score_of(ix: Any) -> None:
+    class Lengths(private.LengthScorer):
+        def __init__(self, searcher: Any) -> None:
+            self.setup(searcher, "body", "kiwi")
+
+        def score_of(self, weight: float, length: float) -> float:
+            return 1000 * weight + length
+
+    with ix.searcher() as searcher:
+        scorer = Lengths(searcher)
+        leaf = _leaf(searcher.reader())
+        m = private.raw_matcher(leaf, "body", b"kiwi")
+        for _ in range(5):
+            expected = 1000 * m.weight() + leaf.doc_field_length(m.id(), "body")
+            assert scorer.score(m) == expected
+            m.next()
