@@ -15,6 +15,7 @@ from mcp.server.context import ServerRequestContext
 from pydantic import Field
 
 from kbserver.core.model import Caller
+from kbserver.mcp import sdk
 from kbserver.services import Services
 from kbserver.services.session import AgentSession, SessionRun, named_run, start_run
 
@@ -91,11 +92,7 @@ def header_run(rctx: _Ctx) -> str | None:
     return (value.strip() or None) if isinstance(value, str) else None
 
 
-def connection_of(rctx: _Ctx) -> Connection | None:
-    """The per-connection object of the current request (its `state` outlives a single request).
-
-    SDK 2.3 hands tools and middleware only a per-request `ServerSession`, which keeps the connection in
-    a private attribute; this is the one place that relies on it. Without it every call is sessionless.
-    """
-    conn = getattr(rctx.session, "_connection", None)
-    return conn if isinstance(conn, Connection) else None
+def connection_of(rctx: _Ctx) -> Connection:
+    """The per-connection object of the current request (its `state` outlives a single request):
+    the SDK hands tools and middleware only a per-request session (kbserver.mcp.sdk reaches it)."""
+    return sdk.connection(rctx.session)

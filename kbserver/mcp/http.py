@@ -20,6 +20,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from kbserver.core import threads
 from kbserver.core.errors import KBError, Unauthorized
 from kbserver.core.model import Caller
+from kbserver.mcp import sdk
 from kbserver.mcp.binding import Binding
 from kbserver.mcp.oauth import KBOAuthProvider, oauth_enabled, oauth_routes
 from kbserver.mcp.server import build_server
@@ -38,8 +39,6 @@ __all__ = ["MCP_PATH", "KBTokenVerifier", "mcp_http", "mount_mcp", "transport_se
 MCP_PATH = "/mcp"
 _CALLER = "kbserver.caller"
 _LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
-_SDK_HTTP_LOG = "mcp.server.streamable_http"
-_SDK_POST_FAILED = "Error handling POST request"
 
 log = logging.getLogger(__name__)
 # The request being answered, as _ContractErrors sees it: the client's address for the verifier (the
@@ -121,7 +120,7 @@ class _ClosingSessionNoise(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
-        if record.msg == _SDK_POST_FAILED and isinstance(exc, anyio.ClosedResourceError):
+        if record.msg == sdk.POST_FAILED_MESSAGE and isinstance(exc, anyio.ClosedResourceError):
             record.levelno, record.levelname = logging.INFO, "INFO"
             record.msg = "a message arrived for an MCP session that its client was closing; dropped"
             record.args, record.exc_info, record.exc_text = (), None, None
@@ -129,9 +128,9 @@ class _ClosingSessionNoise(logging.Filter):
 
 
 def _quiet_closing_sessions() -> None:
-    sdk = logging.getLogger(_SDK_HTTP_LOG)
-    if not any(isinstance(f, _ClosingSessionNoise) for f in sdk.filters):
-        sdk.addFilter(_ClosingSessionNoise())
+    logger = logging.getLogger(sdk.POST_FAILED_LOGGER)
+    if not any(isinstance(f, _ClosingSessionNoise) for f in logger.filters):
+        logger.addFilter(_ClosingSessionNoise())
 
 
 class _ContractErrors:

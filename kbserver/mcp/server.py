@@ -13,6 +13,7 @@ from mcp.shared.inbound import X_MCP_HEADER_KEY
 from pydantic import AnyHttpUrl
 
 from kbserver import __version__
+from kbserver.mcp import sdk
 from kbserver.mcp.binding import Binding
 from kbserver.mcp.card import card_apps
 from kbserver.mcp.dialects import dialect_tools
@@ -102,10 +103,10 @@ def _skip_header_checks_of_plain_tools(server: MCPServer[Any]) -> None:
     here). No tool of ours declares one, and where a schema declares none the check passes whatever
     the headers say; so the schema is handed to the check only when it mentions the keyword
     anywhere (looked up once per schema), which leaves the check exactly as it was."""
-    lowlevel = getattr(server, "_lowlevel_server", None)
-    schema_of = getattr(lowlevel, "get_tool_input_schema", None)
-    if lowlevel is None or schema_of is None:
-        return  # another SDK version: leave its check alone
+    lowlevel = sdk.lowlevel_server(server)
+    schema_of = lowlevel.get_tool_input_schema
+    if schema_of is None:  # MCPServer always sets it in 2.3 (kbserver.mcp.sdk checks that it does)
+        raise sdk.SDKChanged("the MCP SDK's low-level server has no get_tool_input_schema")
     declares: dict[str, tuple[object, bool]] = {}
 
     def input_schema(name: str) -> Any:

@@ -113,11 +113,10 @@ class SessionMiddleware:
             run = None
         if ctx.method == "initialize" and run is None and header_run(ctx) is None:
             conn = connection_of(ctx)
-            if conn is not None:
-                run = await threads.run(self.binding.start_run, caller)
-                if run is not None:
-                    conn.state[RUN_KEY] = run
-                    log.info("MCP session %s of agent %s is run %s", conn.session_id, caller.name, run.id)
+            run = await threads.run(self.binding.start_run, caller)
+            if run is not None:
+                conn.state[RUN_KEY] = run
+                log.info("MCP session %s of agent %s is run %s", conn.session_id, caller.name, run.id)
         reachable = await threads.run(kbs.visible, self.binding.services, caller)
         pinned = (run.id, run.mounts) if run is not None else None
         extra = []

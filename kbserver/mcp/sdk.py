@@ -1,0 +1,124 @@
+"""Every private part of the MCP SDK that kbserver relies on, checked against `mcp~=2.3.0` at import.
+
+The SDK gives no public way to reach a request's connection (where a session's run is kept) or the
+low-level server (whose tool-schema lookup kbserver narrows), and the HTTP transport's log of a
+failed POST is recognised by its logger and message. All of that is here; at import `check` refuses
+an SDK outside 2.3.x, or one lacking any of it, with one error naming what is missing, so a changed
+SDK stops the server at start instead of making every call sessionless. tests/mcp/test_sdk.py
+holds each accessor to the SDK's own behaviour.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from collections.abc import Iterator, Mapping
+from types import CodeType, ModuleType
+from typing import Any
+
+from mcp.server.connection import Connection
+from mcp.server.lowlevel.server import Server
+from mcp.server.mcpserver import MCPServer
+from mcp.server.session import ServerSession
+
+__all__ = [
+    "POST_FAILED_LOGGER",
+    "POST_FAILED_MESSAGE",
+    "TESTED",
+    "SDKChanged",
+    "check",
+    "connection",
+    "lowlevel_server",
+]
+
+DIST = "mcp"
+TESTED = "2.3"  # the release series this module was checked on: pyproject.toml pins mcp~=2.3.0
+POST_FAILED_LOGGER = "mcp.server.streamable_http"
+POST_FAILED_MESSAGE = "Error handling POST request"
+"""The logger and message of the transport's ERROR when handing a POSTed message to a session fails."""
+
+# Instance attributes: what each class's own methods must still set or read (their code names it).
+USES: Mapping[type, tuple[str, ...]] = {
+    ServerSession: ("_connection",),
+    MCPServer: ("_lowlevel_server", "_tool_input_schema"),
+    Server: ("get_tool_input_schema",),
+}
+# Strings a module's code must still hold: (module, string).
+LOGS: tuple[tuple[str, str], ...] = ((POST_FAILED_LOGGER, POST_FAILED_MESSAGE),)
+
+
+class SDKChanged(RuntimeError):
+    """The installed MCP SDK is not the one this module was checked on: fix the pin, or this module."""
+
+
+def _codes(code: CodeType) -> Iterator[CodeType]:
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _codes(const)
+
+
+def _code_of(owner: type | ModuleType) -> Iterator[CodeType]:
+    """The code of every function of a class (and its bases) or of a module's functions and classes."""
+    if isinstance(owner, ModuleType):
+        for value in vars(owner).values():
+            if isinstance(value, type) and value.__module__ == owner.__name__:
+                yield from _code_of(value)
+            elif isinstance(getattr(value, "__code__", None), CodeType):
+                yield from _codes(value.__code__)
+        return
+    for klass in owner.__mro__[:-1]:
+        for value in vars(klass).values():
+            func = getattr(value, "fget", None) or getattr(value, "__func__", None) or value
+            code = getattr(func, "__code__", None)
+            if isinstance(code, CodeType):
+                yield from _codes(code)
+
+
+def check(
+    version: str | None,
+    uses: Mapping[type, tuple[str, ...]] = USES,
+    logs: tuple[tuple[str, str], ...] = LOGS,
+) -> None:
+    """Raise SDKChanged, naming every problem at once, unless `version` is a 2.3.x release and every
+    attribute of `uses` and string of `logs` is there."""
+    problems = []
+    if version is None or re.fullmatch(re.escape(TESTED) + r"\.\d+", version) is None:
+        problems.append(f"version {version or 'not installed'} found, {TESTED}.x required")
+    for cls, names in uses.items():
+        used = {name for code in _code_of(cls) for name in code.co_names}
+        missing = [name for name in names if name not in used]
+        if missing:
+            problems.append(f"{cls.__qualname__} no longer uses {', '.join(missing)}")
+    for module, text in logs:
+        consts = {c for code in _code_of(importlib.import_module(module)) for c in code.co_consts}
+        if text not in consts:
+            problems.append(f"{module} no longer logs {text!r}")
+    if problems:
+        raise SDKChanged(
+            f"{DIST}: {'; '.join(problems)}. kbserver.mcp.sdk reads MCP SDK internals checked on "
+            f"{DIST}~={TESTED}.0 only: install that version (pyproject.toml pins it)"
+        )
+
+
+def _installed() -> str | None:
+    try:
+        return importlib.metadata.version(DIST)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+check(_installed())
+
+
+def connection(session: ServerSession) -> Connection:
+    """The connection of a per-request session: its `state` outlives the request (a session's run)."""
+    conn: Connection = session._connection
+    return conn
+
+
+def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
+    """The low-level server under an MCPServer (the one whose `get_tool_input_schema` the transport calls)."""
+    lowlevel: Server[Any] = server._lowlevel_server
+    return lowlevel
