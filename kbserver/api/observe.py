@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -18,8 +17,8 @@ from starlette.responses import Response
 from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kbserver.api.http import bearer, caller
-from kbserver.core.errors import Forbidden
+from kbserver.api.http import bearer, call, services_of
+from kbserver.services.access.auth import authorize_metrics, client_address
 
 __all__ = ["Metrics", "ObserveMiddleware", "metrics_endpoint"]
 
@@ -137,12 +136,14 @@ async def metrics_endpoint(request: Request) -> Response:
 
     Raises Unauthorized (no or unknown token), Forbidden (an agent's token).
     """
-    token = bearer(request)
-    metrics_token: str | None = request.app.state.metrics_token
-    if not (token and metrics_token and hmac.compare_digest(token.encode(), metrics_token.encode())):
-        who = await caller(request)
-        if not who.is_admin:
-            raise Forbidden("/metrics needs the admin token or the metrics token (KBSERVER_METRICS_TOKEN)")
+    await call(
+        authorize_metrics,
+        services_of(request),
+        bearer(request),
+        request.app.state.metrics_token,
+        request.app.state.admin_token,
+        client_address(request.scope),
+    )
     metrics: Metrics = request.app.state.metrics
     text = await run_in_threadpool(generate_latest, metrics.registry)  # counting reads the repositories
     return Response(text, media_type=CONTENT_TYPE_LATEST)

@@ -97,3 +97,17 @@ def test_api_mcp_and_git_answer_401_with_retry_after(settings: Settings, service
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+def test_metrics_token_guesses_count_and_stop_at_the_cap(settings: Settings, services: Services, kb: str) -> None:
+    metrics_token = "m" * 40
+    app_settings = settings.model_copy(update={"metrics_token": metrics_token})
+    with TestClient(create_app(app_settings, services), raise_server_exceptions=False) as client:
+        assert client.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"}).status_code == 200
+        for i in range(CAP):
+            guess = client.get("/metrics", headers={"Authorization": f"Bearer guess{i}"})
+            assert guess.status_code == 401 and "retry-after" not in guess.headers
+        # Past the cap the client is refused before its token is compared, the right one included.
+        right = client.get("/metrics", headers={"Authorization": f"Bearer {metrics_token}"})
+        assert right.status_code == 401 and right.headers["retry-after"] == str(auth.BEARER_RETRY_AFTER)
+        assert right.json()["error"]["code"] == "unauthorized"

@@ -22,6 +22,7 @@ __all__ = [
     "UNKNOWN_TOKEN",
     "agent_caller",
     "authenticate",
+    "authorize_metrics",
     "caller_for",
     "client_address",
     "permission",
@@ -99,9 +100,7 @@ def authenticate(
     if not token:
         raise Unauthorized(MISSING_TOKEN)
     key = None if address is None else f"bearer {address}"
-    if key is not None and _suspect(key, time.time()):
-        if services.control.login_failures(key, time.time(), BEARER_WINDOW) >= BEARER_FAILURES:
-            raise _throttled()
+    _refuse_throttled(services, key)
     if hmac.compare_digest(token.encode(), admin_token.encode()):
         return ADMIN
     row = services.control.agent_by_token(token)
@@ -117,6 +116,28 @@ def authenticate(
                 raise _throttled()
         raise Unauthorized(UNKNOWN_TOKEN)
     return person_caller(person)
+
+
+def _refuse_throttled(services: Services, key: str | None) -> None:
+    if key is not None and _suspect(key, time.time()):
+        if services.control.login_failures(key, time.time(), BEARER_WINDOW) >= BEARER_FAILURES:
+            raise _throttled()
+
+
+def authorize_metrics(
+    services: Services, token: str | None, metrics_token: str | None, admin_token: str, address: str | None
+) -> None:
+    """Let `/metrics` through for the metrics token, the admin token or an owner's personal token.
+
+    The metrics token is one more secret to guess, so a client past the bearer cap is refused before
+    it is compared, and a wrong one counts as a failure like any other bearer. Raises Unauthorized,
+    Forbidden (a token that is neither)."""
+    if token and metrics_token:
+        _refuse_throttled(services, None if address is None else f"bearer {address}")
+        if hmac.compare_digest(token.encode(), metrics_token.encode()):
+            return
+    if not authenticate(services, token, admin_token, address, people=True).is_admin:
+        raise Forbidden("/metrics needs the admin token or the metrics token (KBSERVER_METRICS_TOKEN)")
 
 
 def person_caller(row: PersonRow) -> Caller:
