@@ -1,32 +1,33 @@
-"""Reads of one bare KB repository: files at a version, listings, history of a path, diffs."""
+"""Reads of one bare KB repository: files at a version, listings, history of a path, diffs.
+
+Raw object reads and their cache live in store.objects, a version's files in store.views, tree
+diffs in store.diffs; this module ties them to one repository and to its main line.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
-import os
 import re
-import stat
 import threading
-import zlib
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal, TypeVar, overload
+from typing import overload
 
-from dulwich.errors import NotTreeError
-from dulwich.object_store import BaseObjectStore, DiskObjectStore
-from dulwich.objects import Commit, ObjectID, ShaFile, Tree
-from dulwich.patch import unified_diff
+from dulwich.object_store import DiskObjectStore
+from dulwich.objects import Commit
 from dulwich.refs import Ref
 from dulwich.repo import Repo
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import utc_iso
-from kbserver.store.trees import EMPTY, TreeTable, entry_name
+from kbserver.store import diffs
+from kbserver.store.diffs import Change
+from kbserver.store.objects import ObjectCache, configured_level, read_raw
+from kbserver.store.views import TreeView
 
-__all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView", "read_raw"]
+__all__ = ["MAIN", "Change", "CommitInfo", "KBRepo", "TreeView"]
 
 MAIN = Ref(b"refs/heads/main")
 _DIGESTS = 20_000
@@ -34,16 +35,6 @@ _CHANGES_BYTES = 2 * 1024 * 1024  # the per-version changes kept (see version_ch
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _PREFIX = re.compile(r"^[0-9a-f]{7,40}$")
 _TRAILER = re.compile(r"^(Kb-[A-Za-z]+): (.*)$")
-
-
-@dataclass(frozen=True)
-class Change:
-    """One path changed between two versions."""
-
-    path: str
-    change: Literal["added", "modified", "deleted"]
-    old_blob: str | None
-    new_blob: str | None
 
 
 @dataclass(frozen=True)
@@ -57,223 +48,6 @@ class CommitInfo:
     seconds: int  # `time` as a Unix time
 
 
-def _cost(obj: ShaFile | TreeTable) -> int:
-    """Roughly what a parsed commit or a tree table holds in memory."""
-    return obj.weight() if isinstance(obj, TreeTable) else 1500
-
-
-_READ_ATTEMPTS = 3
-_T = TypeVar("_T")
-
-
-def _retrying(read: Callable[[], _T]) -> _T:
-    """`read()`, looked again when a repack raced with it.
-
-    A repack beside us can pack an object between dulwich's look in the packs and its look in the
-    loose objects (a KeyError for an object that exists), or close a pack another thread is
-    reading (ValueError: the pack's mapping is closed). Like C git, look again: dulwich rescans
-    the pack folder when its known packs miss. An unknown id stays a KeyError.
-    """
-    for attempt in range(_READ_ATTEMPTS):
-        try:
-            return read()
-        except (KeyError, ValueError, BufferError):
-            if attempt == _READ_ATTEMPTS - 1:
-                raise
-    raise AssertionError("unreachable")
-
-
-_TYPE_NUMBERS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
-
-
-def _read_loose(store: DiskObjectStore, sha: bytes) -> tuple[int, bytes] | None:
-    """The loose object `sha` read as C git reads it (inflate, strip the header), or None when it is
-    not loose. dulwich parses a loose object into a Python object and serialises it again (a tree
-    of 1,000 entries costs ~1 ms that way), and only after missing it in every pack, which rescans
-    the pack folder each time (TECH-NOTES §6.4)."""
-    hexsha = sha.decode("ascii") if len(sha) == 40 else sha.hex()
-    try:
-        with open(os.path.join(store.path, hexsha[:2], hexsha[2:]), "rb") as f:
-            data = zlib.decompress(f.read())
-    except (FileNotFoundError, zlib.error):  # packed (or pruned meanwhile), or damaged: dulwich decides
-        return None
-    header, _, body = data.partition(b"\0")
-    type_name, _, size = header.partition(b" ")
-    type_num = _TYPE_NUMBERS.get(type_name)
-    if type_num is None or not size.isdigit() or int(size) != len(body):
-        return None
-    return type_num, body
-
-
-def read_raw(store: BaseObjectStore, sha: bytes) -> tuple[int, bytes]:
-    """(type number, bytes) of object `sha` (40 hex or 20 raw bytes). Raises KeyError when unknown."""
-    if isinstance(store, DiskObjectStore):
-        loose = _read_loose(store, sha)
-        if loose is not None:
-            return loose
-    return _retrying(lambda: store.get_raw(ObjectID(sha)))
-
-
-class _ObjectCache:
-    """An LRU of parsed commits and of trees (`TreeTable`s), immutable for a given id, of at most
-    `max_bytes`."""
-
-    def __init__(self, repo: Repo, max_bytes: int = 8 * 1024 * 1024) -> None:
-        self._store = repo.object_store
-        self._max_bytes = max_bytes
-        self._items: OrderedDict[bytes, tuple[ShaFile | TreeTable, int]] = OrderedDict()
-        self._lock = threading.Lock()
-        self.bytes = 0
-
-    def _cached(self, sha: bytes) -> ShaFile | TreeTable | None:
-        with self._lock:
-            item = self._items.get(sha)
-            if item is None:
-                return None
-            self._items.move_to_end(sha)
-            return item[0]
-
-    def __call__(self, sha: bytes) -> ShaFile:
-        """The commit or blob `sha` (commits are kept). Raises KeyError for an unknown id."""
-        obj = self._cached(sha)
-        if isinstance(obj, ShaFile):
-            return obj
-        # a tree asked for as an object is parsed by dulwich, uncached
-        type_num, raw = read_raw(self._store, sha)
-        found = ShaFile.from_raw_string(
-            type_num, raw, ObjectID(sha if len(sha) == 40 else sha.hex().encode())
-        )
-        if isinstance(found, Commit):
-            self.remember(found)
-        return found
-
-    def tree(self, sha: bytes) -> TreeTable:
-        """The tree `sha`. Raises KeyError for an unknown id and NotTreeError for another object."""
-        obj = self._cached(sha)
-        if isinstance(obj, TreeTable):
-            return obj
-        type_num, raw = read_raw(self._store, sha)
-        if type_num != Tree.type_num:
-            raise NotTreeError(sha)
-        table = TreeTable.parse(raw, sha)
-        self.remember(table)
-        return table
-
-    def remember(self, obj: ShaFile | TreeTable) -> None:
-        """Keep `obj` (a commit, or a tree table; the caller must not mutate a commit afterwards)."""
-        cost = _cost(obj)
-        with self._lock:
-            old = self._items.pop(obj.id, None)
-            self.bytes += cost - (old[1] if old else 0)
-            self._items[obj.id] = (obj, cost)
-            while self.bytes > self._max_bytes and len(self._items) > 1:
-                self.bytes -= self._items.popitem(last=False)[1][1]
-
-
-class TreeView:
-    """The files of one version (or of a tree being built), read lazily by path."""
-
-    def __init__(self, repo: KBRepo, tree_id: bytes | None, version: str | None) -> None:
-        self._repo = repo
-        self.tree_id = tree_id
-        self.version = version
-
-    def entry(self, path: str) -> tuple[int, bytes] | None:
-        """(git mode, object id) of whatever is at `path` (a file or a folder), or None: for the writer."""
-        if self.tree_id is None:
-            return None
-        mode, sha = stat.S_IFDIR, self.tree_id
-        for name in path.encode().split(b"/"):
-            if not name:
-                continue
-            if not stat.S_ISDIR(mode):  # a file where a folder was expected
-                return None
-            found = self._repo.get.tree(sha).get(name)
-            if found is None:
-                return None
-            mode, sha = found
-        return mode, sha
-
-    def read(self, path: str) -> bytes | None:
-        """The bytes of the file at `path`, or None when there is no file there."""
-        entry = self.entry(path)
-        if entry is None or not stat.S_ISREG(entry[0]):
-            return None
-        return self._repo.blob(entry[1].decode())
-
-    def blob_id(self, path: str) -> str | None:
-        entry = self.entry(path)
-        if entry is None or not stat.S_ISREG(entry[0]):
-            return None
-        return entry[1].decode()
-
-    def is_dir(self, path: str) -> bool:
-        entry = self.entry(path)
-        return entry is not None and stat.S_ISDIR(entry[0])
-
-    def case_twins(self, folder: str, name: str) -> list[str]:
-        """The names directly in `folder` that equal `name` but for case (or Unicode form), `name`
-        itself included when it is there; [] when `folder` is no folder. Kept per tree and carried
-        along by the writer, so a write to a folder of 10,000 files does not fold 10,000 names."""
-        if self.tree_id is None:
-            return []
-        tree_id: bytes = self.tree_id
-        if folder:
-            entry = self.entry(folder)
-            if entry is None or not stat.S_ISDIR(entry[0]):
-                return []
-            tree_id = entry[1]
-        return self._repo.get.tree(tree_id).case_twins(name)
-
-    def walk(self, prefix: str = "") -> Iterator[tuple[str, bytes]]:
-        """(path, blob id) of every file under `prefix` (a folder or a path start), in path order."""
-        if self.tree_id is None:
-            return
-        folder = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
-        start: bytes | None = self.tree_id
-        if folder:
-            entry = self.entry(folder)
-            start = entry[1] if entry and stat.S_ISDIR(entry[0]) else None
-        if start is None:
-            return
-        base = folder + "/" if folder else ""
-        for path, sha in self._walk_tree(start, base):
-            if path.startswith(prefix):
-                yield path, sha
-
-    def _walk_tree(self, tree_id: bytes, base: str) -> Iterator[tuple[str, bytes]]:
-        tree = self._repo.get.tree(tree_id)
-        # Tree order sorts folders as if they ended in "/", so sort by full path to stay in path order.
-        entries = sorted(tree, key=lambda e: e[0])
-        for name, mode, sha in entries:
-            path = base + name.decode("utf-8", "surrogateescape")
-            if stat.S_ISDIR(mode):
-                yield from self._walk_tree(sha, path + "/")
-            elif stat.S_ISREG(mode):
-                yield path, sha
-
-
-BIG_TREE = 64 * 1024
-"""Bytes from which a tree is stored uncompressed when the repository sets no compression level.
-
-The tree of a folder of 10,000 memories is 450 kB, mostly 20-byte ids that zlib shrinks by only a
-third, and compressing it (4-10 ms at level 1 here) cost more than the rest of a commit. A loose
-object is transient: the writer's packer (store.packing) repacks loose objects, with deltas, once
-1,000 commits or 64 MiB of them were written."""
-
-
-def _configured_level(git: Repo) -> int | None:
-    config = git.get_config()
-    for name in (b"looseCompression", b"compression"):
-        try:
-            return int(config.get((b"core",), name))
-        except KeyError:
-            continue
-        except ValueError:
-            return None  # not a number: git would refuse it; keep our defaults
-    return None
-
-
 class KBRepo:
     """One KB's bare repository. Thread-safe for reads; writes go through `writer.Writer`."""
 
@@ -282,11 +56,11 @@ class KBRepo:
     def __init__(self, path: str, *, cache_bytes: int = 8 * 1024 * 1024) -> None:
         self.path = path
         self.git = Repo(path)
-        self.get = _ObjectCache(self.git, cache_bytes)
+        self.get = ObjectCache(self.git, cache_bytes)
         # zlib levels of the loose objects we write: the repository's core.looseCompression or
         # core.compression when set; else C git's default for loose objects, 1 (dulwich's default,
-        # zlib's 6, takes ~4x longer), and none for a big tree (see BIG_TREE).
-        configured = _configured_level(self.git)
+        # zlib's 6, takes ~4x longer), and none for a big tree (see objects.BIG_TREE).
+        configured = configured_level(self.git)
         self.loose_level = 1 if configured is None else configured
         self.big_tree_level = 0 if configured is None else configured
         store = self.git.object_store
@@ -581,64 +355,13 @@ class KBRepo:
         return self.tree_changes(self.view(old).tree_id if old else None, self.view(new).tree_id)
 
     def tree_changes(self, old_tree: bytes | None, new_tree: bytes | None) -> list[Change]:
-        """Paths that differ between two trees (files only), sorted by path.
-
-        Equal subtrees are skipped by id, and within a folder the differing entries come from a set
-        difference of the two entry tables (C speed): a commit that changes one file of a folder of
-        10,000 costs ~2 ms here against ~40 ms for dulwich's entry-by-entry walk. Trees are read
-        through the cache, where the writer has just put the trees of a new version.
-        """
-        out: list[Change] = []
-        self._diff_trees(old_tree, new_tree, "", out)
-        return sorted(out, key=lambda c: c.path)
-
-    def _diff_trees(
-        self, old_tree: bytes | None, new_tree: bytes | None, base: str, out: list[Change]
-    ) -> None:
-        if old_tree == new_tree:
-            return
-        old = self.get.tree(old_tree) if old_tree is not None else EMPTY
-        new = self.get.tree(new_tree) if new_tree is not None else EMPTY
-        for name in {entry_name(chunk) for chunk in set(old.chunks) ^ set(new.chunks)}:
-            before, after = old.get(name), new.get(name)
-            if before == after:
-                continue  # the same entry spelled differently (a non-canonical mode)
-            path = base + name.decode("utf-8", "surrogateescape")
-            old_dir = before is not None and stat.S_ISDIR(before[0])
-            new_dir = after is not None and stat.S_ISDIR(after[0])
-            if old_dir or new_dir:
-                self._diff_trees(
-                    before[1] if before is not None and old_dir else None,
-                    after[1] if after is not None and new_dir else None,
-                    path + "/",
-                    out,
-                )
-            old_file = before[1].decode() if before is not None and not old_dir else None
-            new_file = after[1].decode() if after is not None and not new_dir else None
-            if old_file is None and new_file is not None:
-                out.append(Change(path, "added", None, new_file))
-            elif old_file is not None and new_file is None:
-                out.append(Change(path, "deleted", old_file, None))
-            elif old_file is not None and new_file is not None:
-                out.append(Change(path, "modified", old_file, new_file))
+        """Paths that differ between two trees (files only), sorted by path (see diffs.tree_changes)."""
+        return diffs.tree_changes(self.get.tree, old_tree, new_tree)
 
     def patch(self, change: Change) -> str:
         """The unified diff of one change, with git's a/ and b/ labels."""
         old = self.blob(change.old_blob) if change.old_blob else None
         new = self.blob(change.new_blob) if change.new_blob else None
-        return self.text_patch(change.path, old, new)
+        return diffs.text_patch(change.path, old, new)
 
-    @staticmethod
-    def text_patch(path: str, old: bytes | None, new: bytes | None) -> str:
-        """The unified diff from `old` to `new` bytes of `path` (None: the file does not exist)."""
-        old_name = f"a/{path}".encode() if old is not None else b"/dev/null"
-        new_name = f"b/{path}".encode() if new is not None else b"/dev/null"
-        out = io.BytesIO()
-        lines = unified_diff(
-            (old or b"").splitlines(True), (new or b"").splitlines(True), old_name, new_name, n=3
-        )
-        for line in lines:
-            out.write(line)
-            if not line.endswith(b"\n"):
-                out.write(b"\n\\ No newline at end of file\n")
-        return out.getvalue().decode("utf-8", "replace")
+    text_patch = staticmethod(diffs.text_patch)

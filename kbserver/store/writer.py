@@ -33,10 +33,12 @@ from kbserver.store.locks import (
     refused,
     remove_if_same,
 )
+from kbserver.store.objects import BIG_TREE
 from kbserver.store.packing import Packer
 from kbserver.store.refswap import RefLocked, StaleRefWriter, swap_main
-from kbserver.store.repo import BIG_TREE, MAIN, KBRepo, TreeView
+from kbserver.store.repo import MAIN, KBRepo
 from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
+from kbserver.store.views import TreeView
 
 __all__ = ["WAIT_SECONDS", "CommitPlan", "Fence", "Job", "Writer", "kb_lock", "recover_locks"]
 

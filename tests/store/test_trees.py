@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from kbserver.core.paths import case_twins
 from kbserver.store import CommitPlan, Repos
-from kbserver.store.repo import BIG_TREE
+from kbserver.store.objects import BIG_TREE
 from kbserver.store.trees import EMPTY, TreeTable, edit_tree, entry_name, write_loose
 
 AUTHOR = "agent:test <test@kbserver.invalid>"
