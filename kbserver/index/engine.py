@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-import math
-import re
 import struct
 import threading
 from collections.abc import Callable, Collection, Iterable, Mapping
@@ -13,55 +10,27 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, cast
 
-import numpy as np
 from whoosh import query as q
-from whoosh.filedb.filestore import FileStorage, RamStorage
+from whoosh.filedb.filestore import FileStorage
 from whoosh.index import EmptyIndexError
 
-from kbserver.index import private
-from kbserver.index.arrays import collect_arrays, doc_ids
-from kbserver.index.bulk import BulkWriter
+from kbserver.index import private, searching, writing
 from kbserver.index.codec import CODEC
-from kbserver.index.collect import collect
-from kbserver.index.document import meta_document, to_document, valid_utf8
+from kbserver.index.document import to_document, valid_utf8
 from kbserver.index.merging import merge_small, merge_tail
-from kbserver.index.query import parse_query, question_words, word_query
 from kbserver.index.reader import open_searcher, refresh_searcher
-from kbserver.index.schema import DIRS, FIELDS, FILTER_PREFIX, FORMAT, META_PATH, PATH, SHA, make_schema
-from kbserver.index.snippet import Snippet, make_snippet
+from kbserver.index.schema import FORMAT, META_PATH, PATH, SHA, make_schema
+from kbserver.index.searching import Hit, SearchResult
 from kbserver.index.storage import Folder, IndexCorrupt
 
 __all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult"]
 
 private.install()  # file names not from the global `random`; a missing length column looked up once
 
-_PROGRESS_EVERY = 500
-_FILTER_KEY = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
-# What reading a damaged index raises (truncated files, bad pickles, missing files).
-# What reading an index whose files a rebuild or a merge removed meanwhile raises; EmptyIndexError is
-# Whoosh's own (not the builtin IndexError): its table of contents was already gone.
+# What reading a damaged index raises (truncated files, bad pickles, missing files), or one whose files a
+# rebuild or a merge removed meanwhile; EmptyIndexError is Whoosh's own (not the builtin IndexError):
+# its table of contents was already gone.
 _READ_ERRORS = (OSError, EOFError, struct.error, ValueError, KeyError, IndexError, TypeError, EmptyIndexError)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One matching file."""
-
-    path: str
-    score: float
-    snippet: str  # plain-text excerpt around the matches; the start of the body when nothing to highlight
-    fields: dict[str, str]  # front-matter fields: title, tags (joined by ", "), category and other scalars
-    coverage: float | None = None  # with search(coverage=True): the share of the question's words held
-    highlights: tuple[tuple[int, int], ...] = ()  # [start, end) of the matched words in `snippet`
-
-
-@dataclass(frozen=True)
-class SearchResult:
-    """A page of hits, the number of all matches and the version the index covered."""
-
-    hits: list[Hit]
-    total: int
-    version: str | None
 
 
 @dataclass
@@ -73,59 +42,8 @@ class _Reader:
     version: str | None = None
 
 
-# An update whose texts are smaller than this keeps Whoosh's scratch files in memory (the posting
-# pool and the stored fields before they are assembled): a folder made and removed, and a dozen
-# files opened, per one-file update cost more than the update itself.
-_SMALL_UPDATE_BYTES = 4 << 20
-
-
-class _Storage(FileStorage):  # type: ignore[misc]
-    """An index generation's folder; `scratch_in_memory` while a small update writes (writer lock held)."""
-
-    scratch_in_memory = False
-
-    def temp_storage(self, name: str | None = None) -> Any:
-        return RamStorage() if self.scratch_in_memory else super().temp_storage(name)
-
-
 def _no_fence() -> None:
     """The fence of a write nobody fences (tests, `kbserver reindex`)."""
-
-
-def _has(reader: Any) -> Callable[[str, str], bool]:
-    """Whether the index holds a term, each asked once (a question asks for its words ~3 times)."""
-    known: dict[tuple[str, str], bool] = {}
-
-    def has(field: str, text: str) -> bool:
-        found = known.get((field, text))
-        if found is None:
-            found = known[(field, text)] = (field, text) in reader
-        return found
-
-    return has
-
-
-def _shares(
-    searcher: Any, words: tuple[str, ...], docnums: list[int], has: Callable[[str, str], bool]
-) -> dict[int, float]:
-    """For each document of `docnums`, the idf-weighted share of `words` it holds (SearchIndex.coverage)."""
-    if not docnums or not words:
-        return dict.fromkeys(docnums, 0.0)
-    live = searcher.doc_count()
-    asked = np.array(docnums, dtype=np.int64)
-    held = np.zeros(len(asked), dtype=np.float64)
-    weight = 0.0
-    for word in words:
-        found = doc_ids(searcher, word_query(word, has))
-        idf = math.log(1.0 + (live - len(found) + 0.5) / (len(found) + 0.5))
-        weight += idf
-        held += np.where(np.isin(asked, found), idf, 0.0)  # + 0.0 where not held: the same sums
-    return dict(zip(docnums, (held / weight).tolist(), strict=True))
-
-
-def _check_path(path: str) -> None:
-    if not path or "\x00" in path or valid_utf8(path) != path:
-        raise ValueError(f"not an indexable path: {path!r}")
 
 
 class SearchIndex:
@@ -251,7 +169,7 @@ class SearchIndex:
         if name is None:
             raise IndexCorrupt(f"{self._folder.root} has no index")
         if self._writer_ix is None or self._writer_ix[0] != name:
-            ix = _Storage(str(self._folder.root / name)).open_index(schema=make_schema())
+            ix = writing.Storage(str(self._folder.root / name)).open_index(schema=make_schema())
             self._writer_ix = (name, ix)
         return self._writer_ix[1]
 
@@ -270,56 +188,17 @@ class SearchIndex:
         if self._closed:
             raise RuntimeError("SearchIndex is closed")
         for path in upserts:
-            _check_path(path)
+            writing.check_path(path)
         docs = [to_document(path, text) for path, text in upserts.items()]  # analysis is outside the lock
-        small = sum(len(text) for text in upserts.values()) < _SMALL_UPDATE_BYTES
         with self._folder.write_lock(self._lock_timeout):
             ix = self._write_index()
-            storage = ix.storage if isinstance(ix.storage, _Storage) else None
-            if storage is not None:
-                storage.scratch_in_memory = small
-            try:
+            with writing.scratch_in_memory(ix, upserts.values()):
                 writer = ix.writer(timeout=self._lock_timeout, codec=CODEC)
-                generation = self._update(writer, version, docs, deletes, upserts, fence)
+                generation = writing.apply(writer, version, docs, deletes, upserts, self._docnums, fence)
                 assert self._writer_ix is not None
                 self._written = (self._writer_ix[0], generation, version)
-            finally:
-                if storage is not None:
-                    storage.scratch_in_memory = False
             self._unmerged += 1
             self._disk_bytes = self._folder.generation_bytes(self._writer_ix[0] if self._writer_ix else None)
-
-    def _update(
-        self,
-        writer: Any,
-        version: str,
-        docs: list[dict[str, Any]],
-        deletes: Iterable[str],
-        upserts: Mapping[str, str],
-        fence: Callable[[], None],
-    ) -> int:
-        """Delete, add and commit in `writer` (the writer lock held); the generation it committed."""
-        try:
-            paths = [p for p in itertools.chain(deletes, upserts, [META_PATH]) if valid_utf8(p) == p]
-            doomed = self._docnums(writer, paths)
-            if doomed is None:
-                with writer.searcher() as searcher:
-                    for path in paths:
-                        writer.delete_by_term(PATH, path, searcher=searcher)
-            else:
-                for docnum in doomed:
-                    writer.delete_document(docnum)
-            for doc in docs:
-                writer.add_document(**doc)
-            writer.add_document(**meta_document(version))
-            fence()
-        except BaseException:
-            writer.cancel()
-            raise
-        # No merging on the write path: merges of piled-up small segments made every ~5th update
-        # slow (p95 ~60 ms at 10k). `merge()` does it when the indexer is idle.
-        writer.commit(merge=False)
-        return int(writer.generation)
 
     def weight(self) -> int:
         """Roughly the memory this open index holds: Whoosh reads its segment files into memory
@@ -392,26 +271,7 @@ class SearchIndex:
     ) -> None:
         name, path = self._folder.new_generation()
         try:
-            ix = _Storage(str(path)).create_index(make_schema())
-            writer = BulkWriter(ix)
-            count = 0
-            seen: set[str] = set()
-            try:
-                for doc_path, text in docs:
-                    _check_path(doc_path)
-                    if doc_path in seen:
-                        raise ValueError(f"duplicate path in rebuild: {doc_path!r}")
-                    seen.add(doc_path)
-                    writer.add_document(**to_document(doc_path, text))
-                    count += 1
-                    if progress is not None and count % _PROGRESS_EVERY == 0:
-                        progress(count)
-                writer.add_document(**meta_document(version))
-            except BaseException:
-                writer.cancel()
-                raise
-            writer.commit()
-            generation = int(writer.generation)
+            ix, generation, count = writing.build(path, version, docs, progress)
             fence()
             self._folder.publish(name)
         except BaseException:
@@ -421,7 +281,7 @@ class SearchIndex:
         self._written = (name, generation, version)
         self._folder.remove_others(keep=name)
         self._disk_bytes = self._folder.generation_bytes(name)
-        if progress is not None and count % _PROGRESS_EVERY:
+        if progress is not None and count % writing.PROGRESS_EVERY:
             progress(count)
 
     # -- searching ----------------------------------------------------------------------------
@@ -437,7 +297,7 @@ class SearchIndex:
         snippets: bool = True,
         coverage: bool = False,
         stepping: bool = False,
-        hide: tuple[str, str, Collection[str]] | None = None,
+        hide: searching.Hide | None = None,
     ) -> SearchResult:
         """Rank files for `query` (BM25F), optionally only under `prefix` and with exact field `filters`.
 
@@ -454,62 +314,25 @@ class SearchIndex:
         """
         limit, offset = max(0, limit), max(0, offset)
         query = valid_utf8(query)
-        constraint, possible = self._constraint(prefix, filters)
-        hidden = self._hidden(hide)
+        within, possible = searching.constraint(prefix, filters)
+        hidden = searching.hidden(hide)
         with self._read_lock:
             searcher = self._searcher()
             version = self._version_of(searcher)
             if not possible:
                 return SearchResult([], 0, version)
-            if not query.strip():
-                if hidden is not None:
-                    listed = (
-                        constraint if constraint is not None else q.AndNot(q.Every(), q.Term(PATH, META_PATH))
-                    )
-                    constraint = q.AndNot(listed, hidden)
-                return self._list(searcher, constraint, limit, offset, version)
-            has = _has(searcher.reader())
-            parsed = parse_query(query, has)
-            if parsed.match is None:
-                return SearchResult([], 0, version)
-            exclude = parsed.exclude
-            if hidden is not None:
-                exclude = hidden if exclude is None else q.Or([exclude, hidden])
-            # Our own collectors: Whoosh's skips by quality and breaks under the restriction (collect.py).
-            if stepping:
-                full = parsed.match if constraint is None else q.Require(parsed.match, constraint)
-                ranked, total = self._stepping(searcher, full, offset + limit, parsed, exclude)
-            else:
-                ranked, total = collect_arrays(
-                    searcher, parsed.match, offset + limit, parsed.tiers, exclude, PATH, constraint
-                )
-            page = ranked[offset : offset + limit]
-            shares = _shares(searcher, parsed.words, [d for _, d, _ in page], has) if coverage else {}
-            hits = []
-            for score, docnum, path in page:
-                if snippets:
-                    stored = searcher.stored_fields(docnum)
-                    snippet = make_snippet(stored.get("body", ""), parsed.highlight)
-                    fields = dict(stored.get(FIELDS) or {})
-                else:
-                    snippet, fields = Snippet("", ()), {}
-                share = shares.get(docnum) if coverage else None
-                hits.append(Hit(path, score, snippet.text, fields, share, snippet.highlights))
-            return SearchResult(hits, total, version)
-
-    @staticmethod
-    def _stepping(
-        searcher: Any, full: Any, limit: int, parsed: Any, exclude: Any | None
-    ) -> tuple[list[tuple[float, int, str]], int]:
-        tiers: list[frozenset[int]] = []
-        for tier in parsed.tiers:  # each tier lies within the one before: stop at the first empty one
-            docs = frozenset(searcher.docs_for_query(tier))
-            if not docs:
-                break
-            tiers.append(docs)
-        excluded = frozenset(searcher.docs_for_query(exclude)) if exclude is not None else frozenset()
-        ranked, total = collect(searcher, full, limit, tiers, excluded, key=PATH)
-        return [(score, d, searcher.stored_fields(d)[PATH]) for score, d in ranked], total
+            return searching.search(
+                searcher,
+                version,
+                query,
+                limit=limit,
+                offset=offset,
+                within=within,
+                hide=hidden,
+                snippets=snippets,
+                coverage=coverage,
+                stepping=stepping,
+            )
 
     def coverage(self, query: str, paths: Collection[str]) -> dict[str, float]:
         """For each indexed file of `paths`, the share of `query`'s words it holds, each word weighted
@@ -522,61 +345,7 @@ class SearchIndex:
         """
         query = valid_utf8(query)
         with self._read_lock:
-            searcher = self._searcher()
-            numbers: dict[int, str] = {}
-            for path in paths:
-                number = searcher.document_number(**{PATH: path})
-                if number is not None:
-                    numbers[number] = path
-            shares = _shares(searcher, question_words(query), list(numbers), _has(searcher.reader()))
-            return {path: shares[number] for number, path in numbers.items()}
-
-    @staticmethod
-    def _hidden(hide: tuple[str, str, Collection[str]] | None) -> Any | None:
-        """The files `search`'s `hide` names, as one query (None: nothing to hide)."""
-        if hide is None:
-            return None
-        folder, key, values = hide
-        terms = [q.Term(FILTER_PREFIX + key, valid_utf8(v)) for v in sorted(values) if v]
-        if not terms or _FILTER_KEY.match(key) is None:
-            return None
-        return q.And([q.Term(DIRS, valid_utf8(folder)), q.Or(terms)])
-
-    @staticmethod
-    def _constraint(prefix: str | None, filters: Mapping[str, str] | None) -> tuple[Any | None, bool]:
-        """The prefix and filters as one query (None: no constraint); False if nothing can match."""
-        parts: list[Any] = []
-        if prefix:
-            prefix = valid_utf8(prefix)
-            if "\x00" in prefix:
-                return None, False
-            # A folder prefix is a single term of DIRS; any other prefix expands over matching paths.
-            parts.append(q.Term(DIRS, prefix) if prefix.endswith("/") else q.Prefix(PATH, prefix))
-        for key, value in (filters or {}).items():
-            if _FILTER_KEY.match(key) is None or not value:
-                return None, False
-            parts.append(q.Term(FILTER_PREFIX + key, valid_utf8(value)))
-        if not parts:
-            return None, True
-        return (parts[0] if len(parts) == 1 else q.And(parts)), True
-
-    @staticmethod
-    def _list(
-        searcher: Any, constraint: Any | None, limit: int, offset: int, version: str | None
-    ) -> SearchResult:
-        # The meta document has no prefix or filter terms, but Every() would match it.
-        listing = constraint if constraint is not None else q.AndNot(q.Every(), q.Term(PATH, META_PATH))
-        results = searcher.search(listing, limit=max(1, offset + limit), sortedby=PATH)
-        hits = [
-            Hit(
-                path=hit[PATH],
-                score=0.0,
-                snippet=make_snippet(hit.get("body", ""), frozenset()).text,
-                fields=dict(hit.get(FIELDS) or {}),
-            )
-            for hit in results[offset : offset + limit]
-        ]
-        return SearchResult(hits, len(results), version)
+            return searching.coverage(self._searcher(), query, paths)
 
     # -- lifecycle ----------------------------------------------------------------------------
 

@@ -79,9 +79,9 @@ def test_updates_with_scratch_on_disk_or_in_memory_index_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int
 ) -> None:
     """An update smaller than the limit keeps Whoosh's scratch files in memory, a larger one on disk."""
-    import kbserver.index.engine as engine
+    import kbserver.index.writing as writing
 
-    monkeypatch.setattr(engine, "_SMALL_UPDATE_BYTES", limit)
+    monkeypatch.setattr(writing, "SMALL_UPDATE_BYTES", limit)
     with SearchIndex(tmp_path / "ix") as ix:
         ix.update("v1", {f"n{i}.md": f"walrus {i} " + "kelp " * 50 for i in range(40)}, [])
         ix.update("v2", {"n3.md": "otter"}, ["n4.md"])
