@@ -1,13 +1,7 @@
 """The writer of a rebuild: one Whoosh segment from many documents, with the costs of a bulk build cut.
 
-The postings and files it writes are those of Whoosh's own SegmentWriter (the rebuild tests compare
-searches of both); only how they are computed changes:
-- the postings are kept per term as they come (documents arrive in number order, so each term's
-  list is already sorted); Whoosh's pool estimates the size of every posting, sorts all of them,
-  and past 128 MB pickles them to runs on disk and merges those back;
-- they are written term by term, a block at a time (index/private.py's pinned Whoosh), with each
-  field's lengths read once: Whoosh's add_postings reads the field length of every posting's
-  document back from the new segment and adds the postings one call each.
+It writes the postings and files Whoosh's own SegmentWriter writes (the rebuild tests compare
+searches of both); only how they are computed changes (below).
 """
 
 from __future__ import annotations
@@ -18,6 +12,13 @@ from kbserver.index import private
 from kbserver.index.codec import CODEC
 
 __all__ = ["BulkWriter"]
+
+# - the postings are kept per term as they come (documents arrive in number order, so each term's list
+#   is already sorted); Whoosh's pool estimates the size of every posting, sorts all of them, and past
+#   128 MB pickles them to runs on disk and merges those back;
+# - they are written term by term, a block at a time (private.add_block_postings), with each field's
+#   lengths read once: Whoosh's add_postings reads the field length of every posting's document back
+#   from the new segment and adds the postings one call each.
 
 _SHARED_VALUE = 16  # encoded values up to this size are shared (one object per distinct value)
 _Posting = tuple[str, bytes, int, float, bytes | None]

@@ -1,11 +1,8 @@
 """Whoosh's W3 codec, writing the posting blocks of rare terms uncompressed.
 
-W3 zlib-compresses every posting block, however small (its check for "under 20 bytes, don't
-bother" is overwritten on the next line). CJK text makes most terms rare, a bigram in one or two
-notes, so a segment of Chinese notes is mostly one-posting blocks, and compressing each one was
-~15% of an update's and a merge's CPU for a saving of a few bytes. Each block records its own
-compression level and W3's reader honours it, so segments written either way read the same, and
-the segment records a stock W3Codec: an index written here is read by any Whoosh W3 reader.
+W3 zlib-compresses every posting block however small, and most terms of CJK text are rare, so
+compressing one-posting blocks cost CPU for a few bytes (docs/performance.md). Each block records
+its level and segments name a stock W3Codec, so any W3 reader reads what is written here.
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ class SearchIndex:
 
         When the index is still at this object's own last commit (no other process wrote since) that
         commit's version, else read from a refreshed searcher: the follower asks before every delta,
-        and the refresh plus the meta document cost ~2 ms of a one-file update.
+        and refreshing a searcher to read the meta document was a good part of a one-file update.
         """
         written, current = self._written, self._writer_ix
         if written is not None and current is not None and current[0] == written[0]:
@@ -202,7 +202,7 @@ class SearchIndex:
 
     def weight(self) -> int:
         """Roughly the memory this open index holds: Whoosh reads its segment files into memory
-        (measured: ~1 MB for 1,000 short notes, about 3x the files), plus the searcher's state."""
+        (about 3x the files, docs/performance.md), plus the searcher's state."""
         return 128 * 1024 + 3 * self._disk_bytes
 
     @property
@@ -229,9 +229,9 @@ class SearchIndex:
     def _docnums(self, writer: Any, paths: list[str]) -> set[int] | None:
         """Document numbers of `paths`, found with the shared searcher; None if it sees other segments.
 
-        Whoosh finds them with a searcher of its own, which opens every segment: ~45 ms of a 55 ms
-        one-file update at 100k documents. Under the writer lock nothing else commits, so once our
-        searcher is refreshed it numbers documents exactly as the writer does.
+        Whoosh finds them with a searcher of its own, which opens every segment: most of a one-file
+        update of a big index. Under the writer lock nothing else commits, so once our searcher is
+        refreshed it numbers documents exactly as the writer does.
         """
         with self._read_lock:
             searcher = self._searcher()

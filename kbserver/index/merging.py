@@ -4,9 +4,8 @@
 most two segments, so searches stay fast, but each run rewrites the whole tail. `merge_small`
 merges only the smallest segments, as long as the next one is no bigger than those taken
 together, keeping at most `MAX_SEGMENTS`: a short pause amid a stream of writes merges the last
-few updates' segments without rewriting the tail under them (on the mix's appends the tail was
-rewritten at every pause: ~20 ms of merging an append, ~11 ms this way). Once commits pause,
-`merge_tail` runs and leaves at most two again.
+few updates' segments without rewriting the tail under them (docs/performance.md, issue 37).
+Once commits pause, `merge_tail` runs and leaves at most two again.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Every private Whoosh attribute kbserver reads and every patch it makes, checked at import.
 
-The index needs things whoosh-reloaded has no public way to give (a segment's raw postings, its
-one-byte field lengths, a reader re-pointed at newer deletions) and patches two of its behaviours
-(file names drawn from the global `random`, a missing length column looked up on every call). All
-of it is here, behind named accessors, patches and base classes. At import `check` refuses any
-Whoosh but TESTED, or one lacking an attribute used below, with one error naming what is missing;
-tests/index/test_whoosh_private.py holds each accessor and patch to Whoosh's own behaviour.
+Whoosh gives no public way to some of what the index needs (raw postings, one-byte field lengths,
+a reader re-pointed at newer deletions), and two of its behaviours are patched (`install`). At
+import `check` refuses any Whoosh but TESTED, or one lacking an attribute used here, with one error.
 """
 
 from __future__ import annotations
@@ -359,8 +356,8 @@ def _cached_reader(self: Any, fieldname: str, column: Any) -> Any:
 
     Whoosh caches the columns it finds, not the ones it does not: for every field without lengths
     (path, folders, filters) each `doc_field_length` asks the storage again, a `stat`, and a merge
-    asks for every field of every document (~8% of a merge of 40 small segments). A segment's
-    files never change once written, so a missing column stays missing.
+    asks for every field of every document. A segment's files never change once written, so a
+    missing column stays missing.
     """
     found = self._readers.get(fieldname, _MISSING)
     if found is not _MISSING:

@@ -75,8 +75,8 @@ def _fields(queries: list[Any]) -> Any:
     """One term or phrase over every searchable field.
 
     DefaultOr, not Or: for small segments Or picks a matcher that fills and clears a 2,048-slot
-    array in Python per field group; after 50 writes (7 segments) that made queries 2-4x slower
-    (measured at 10k notes: zebra 4.5 -> 1.9 ms, git 9.5 -> 6.0 ms; same hits and scores).
+    array in Python per field group, which made queries over many small segments several times
+    slower for the same hits and scores (docs/performance.md, "Index: numbers behind the code").
     """
     if not queries:
         return q.NullQuery

@@ -1,23 +1,7 @@
 """BM25F over the live documents only, so a score depends on the indexed files, not on segments.
 
-Whoosh's BM25F takes its collection statistics from the segments as written: `doc_count_all()`,
-a term's `doc_frequency` and a field's total length all count deleted documents (every replaced
-file leaves its old copy behind) until a merge drops them; and a merge re-sums field lengths from
-the one-byte length kept per document (`length_to_byte`, exact only for short fields) where the
-writer summed exact lengths. So a merge that adds no document changed every score, and two pages
-asked for around it could share a hit or skip one.
-
-Here the statistics are those of the live documents, each field length being the per-document
-value Whoosh stores and scores with: the number of live documents, a term's number of live
-documents, a field's summed length over the live documents. They are functions of the indexed
-documents alone: the same files score the same whatever the segments, their deletions or the
-history (an updated index scores exactly as a rebuild of its files).
-
-Cost: a segment's summed field lengths are read once from its length column; what its deleted
-documents take away (their lengths, their postings of each term asked for) is remembered per
-segment and extended only by deletions seen since, since Whoosh only ever adds deletions to a
-segment. A term's deleted postings are counted block by block (ids only; blocks holding no deleted
-document are not decoded).
+Whoosh counts deleted documents in its statistics until a merge drops them, so a merge changed
+every score and pages asked for around it could share a hit or skip one (details below).
 """
 
 from __future__ import annotations
@@ -33,6 +17,24 @@ from whoosh.util.numeric import byte_to_length
 from kbserver.index import private
 
 __all__ = ["LiveBM25F", "LiveStats"]
+
+# Whoosh's BM25F takes its collection statistics from the segments as written: `doc_count_all()`, a
+# term's `doc_frequency` and a field's total length all count deleted documents (every replaced file
+# leaves its old copy behind) until a merge drops them; and a merge re-sums field lengths from the
+# one-byte length kept per document (`length_to_byte`, exact only for short fields) where the writer
+# summed exact lengths.
+#
+# Here the statistics are those of the live documents, each field length being the per-document value
+# Whoosh stores and scores with: the number of live documents, a term's number of live documents, a
+# field's summed length over the live documents. They are functions of the indexed documents alone:
+# the same files score the same whatever the segments, their deletions or the history (an updated
+# index scores exactly as a rebuild of its files).
+#
+# Cost: a segment's summed field lengths are read once from its length column; what its deleted
+# documents take away (their lengths, their postings of each term asked for) is remembered per
+# segment and extended only by deletions seen since, since Whoosh only ever adds deletions to a
+# segment. A term's deleted postings are counted block by block (ids only; blocks holding no deleted
+# document are not decoded).
 
 _MAX_TERMS = 100_000  # per segment: remembered terms are dropped past this (a bound, not a cache policy)
 

@@ -1,11 +1,8 @@
 """Every private part of the MCP SDK that kbserver relies on, checked against `mcp~=2.3.0` at import.
 
-The SDK gives no public way to reach a request's connection (where a session's run is kept) or the
-low-level server (whose tool-schema lookup kbserver narrows), and the HTTP transport's log of a
-failed POST is recognised by its logger and message. All of that is here; at import `check` refuses
-an SDK outside 2.3.x, or one lacking any of it, with one error naming what is missing, so a changed
-SDK stops the server at start instead of making every call sessionless. tests/mcp/test_sdk.py
-holds each accessor to the SDK's own behaviour.
+The SDK gives no public way to a request's connection (a session's run lives there) or to the
+low-level server, and http.py recognises one of its log lines. At import `check` refuses an SDK
+outside 2.3.x, or one lacking any of these, with one error: never a silently sessionless server.
 """
 
 from __future__ import annotations

@@ -99,10 +99,10 @@ def _mentions(node: object, key: str) -> bool:
 
 def _skip_header_checks_of_plain_tools(server: MCPServer[Any]) -> None:
     """Before every tools/call the SDK walks the tool's input schema twice for `x-mcp-header`
-    annotations, to check `Mcp-Param-*` headers against them (~1 ms of the event loop's CPU per call
-    here). No tool of ours declares one, and where a schema declares none the check passes whatever
-    the headers say; so the schema is handed to the check only when it mentions the keyword
-    anywhere (looked up once per schema), which leaves the check exactly as it was."""
+    annotations, to check `Mcp-Param-*` headers against them (event-loop CPU on every call,
+    docs/performance.md). No tool of ours declares one, and where a schema declares none the check
+    passes whatever the headers say; so the schema is handed to the check only when it mentions the
+    keyword anywhere (looked up once per schema), which leaves the check exactly as it was."""
     lowlevel = sdk.lowlevel_server(server)
     schema_of = lowlevel.get_tool_input_schema
     if schema_of is None:  # MCPServer always sets it in 2.3 (kbserver.mcp.sdk checks that it does)
