@@ -1,34 +1,13 @@
 """Hybrid ranking: one list from a keyword ranking and a semantic (cosine) ranking.
 
-Chosen by measurement, not habit. On a public conversational-memory benchmark (issue 12, R@5):
-BM25 alone 0.560-0.595, multilingual-e5-small alone 0.501, reciprocal-rank fusion with k=60 0.584,
-RRF k=10 0.609, a convex combination of min-max normalised scores 0.7 toward BM25 0.631. On
-kbserver's own set (bench/recall.py: files as memory_add writes them; paraphrases, Chinese,
-questions across languages, names and identifiers), where the language-centred embedding is much
-stronger than raw e5, min-max normalised BM25 hurts: its best keyword match always scores 1, even
-when all it shares with the question is one common word (a name, "last week"), and that buries the
-answer of a question asked in the other language. The default therefore fuses the cosine with the
-keyword candidates' *coverage*, the idf-weighted share of the question's words a memory holds
-(absolute: 1 for every rare word, near 0 for one common word), 0.25 toward the words.
-
-The cosine is taken as it is (clipped to [0, 1]), not min-max normalised over the results: a
-memory's score then depends on the memory and the question alone, so scores compare across
-queries and two near-identical memories score alike (min-max over a KB of two made their scores
-0.80 and 0.05). It ranks better too. REALTALK (bench/recall_public.py, all 10 conversations, 679
-questions, R@5 / MRR@10): absolute 0.663 / 0.526 against 0.642 / 0.500 for min-max, on both
-halves of a held-out split (0.666 / 0.660 against 0.648 / 0.636); RRF k=10 0.624, convex w=0.25
-0.644; SQLite FTS5 BM25 0.468, with Porter stemming 0.535. The hand-written set (bench/recall.py,
-memory_search itself): R@5 0.940 either way, R@1 0.759 against 0.797.
-
-The words count in proportion to the meaning: coverage is multiplied by the cosine's place between
-0.1 (nothing) and 0.5 (all of it), so a memory that shares a word or two with the question but
-little of its meaning (the answer's paraphrase beside a note holding the question's "go out")
-gains less from them; with it the keyword weight is 0.3. memory_search fuses its 50 best keyword
-candidates (the 51st-100th hold a common word or two, and their coverage lifted them over answers
-closer in meaning). Chosen on the even REALTALK conversations and even hand-written questions,
-checked on the odd ones (docs/performance.md): hand-written set R@1 / R@5 0.759 / 0.940 -> 0.782 /
-0.955, REALTALK R@5 0.661 -> 0.658, MRR 0.524 -> 0.526. The weight is a setting
-(`semantic_weight`); min-max coverage, convex and RRF stay available for comparison.
+The default fuses the cosine with the keyword candidates' *coverage*, the idf-weighted share of the
+question's words a memory holds, rather than with min-max normalised BM25, whose best match scores 1
+even when all it shares with the question is one common word (burying an answer asked in another
+language). The cosine is taken as it is (clipped to [0, 1]), so a score depends on the memory and
+the question alone and compares across queries; and the words count only as far as the meaning
+agrees (the gate in `Fusion`). Chosen by measurement (bench/recall.py, bench/recall_public.py): the
+numbers and the alternatives tried are in docs/performance.md, "Hybrid fusion: how it was chosen".
+The weight is a setting (`semantic_weight`); min-max coverage, convex and RRF stay for comparison.
 """
 
 from __future__ import annotations
