@@ -84,6 +84,20 @@ def browser() -> Iterator[Any]:
         b.close()
 
 
+def signed_in_page(browser: Any, base: str, viewport: tuple[int, int]) -> Any:
+    """A page of a new context signed in with the admin token; CSP is bypassed so a test may inject
+    axe. Close it with `page.context.close()`."""
+    width, height = viewport
+    context = browser.new_context(bypass_csp=True, viewport={"width": width, "height": height})
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.goto(base + "/admin/login")
+    page.get_by_label("Token").fill(ADMIN_TOKEN)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url("**/admin/")
+    return page
+
+
 class Tab:
     """One browser context (its own cookies) and page, recording dialogs and every request made."""
 

@@ -8,8 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ADMIN_TOKEN
-from tests.web.live import CHROMIUM, Api, pytestmark
+from tests.web.live import CHROMIUM, Api, pytestmark, signed_in_page
 
 __all__ = ["pytestmark"]
 
@@ -60,13 +59,7 @@ def _pages(api: Api) -> list[str]:
 @needs_axe
 def test_every_page_passes_axe_and_fits_375_px(browser: Any, server: Any, api: Api) -> None:
     pages = _pages(api)
-    context = browser.new_context(bypass_csp=True, viewport={"width": 375, "height": 700})  # to inject axe
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.goto(server.url + "/admin/login")
-    page.get_by_label("Token").fill(ADMIN_TOKEN)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/admin/")
+    page = signed_in_page(browser, server.url, (375, 700))
     found: dict[str, list[str]] = {}
     for url in [*pages, "/admin/login"]:
         if url == "/admin/login":
@@ -85,6 +78,6 @@ def test_every_page_passes_axe_and_fits_375_px(browser: Any, server: Any, api: A
             found[url] = bad
         width = page.evaluate("() => document.documentElement.scrollWidth")
         assert width <= 375, (url, width)  # nothing forces sideways scrolling at 375 px
-    context.close()
+    page.context.close()
     assert found == {}, found
     assert CHROMIUM

@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ADMIN_TOKEN
 from tests.web.axe import SCREENS, fits, needs_axe, serious_violations
-from tests.web.live import Api, pytestmark
+from tests.web.live import Api, pytestmark, signed_in_page
 
 __all__ = ["pytestmark"]
 
@@ -68,13 +67,7 @@ def test_forty_writes_fit_the_goal_and_read_in_words(
     slug = api.kb(f"scan-{screen}")
     made = _seed(api, slug)
     width, height = SCREENS[screen]
-    context = browser.new_context(bypass_csp=True, viewport={"width": width, "height": height})
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.goto(server.url + "/admin/login")
-    page.get_by_label("Token").fill(ADMIN_TOKEN)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/admin/")
+    page = signed_in_page(browser, server.url, (width, height))
     page.goto(f"{server.url}/admin/kbs/{slug}/review")
     assert page.locator("li.write").count() == 40
     tall = page.evaluate("() => document.documentElement.scrollHeight")
@@ -106,4 +99,4 @@ def test_forty_writes_fit_the_goal_and_read_in_words(
     assert api.call("GET", f"/kbs/{slug}/review")["reviewed"] is None  # the marker stays: only ann's
     left = {v["version"] for v in api.call("GET", f"/kbs/{slug}/review")["unreviewed"]}
     assert left == {v for n, v in enumerate(made["versions"]) if n % 4}
-    context.close()
+    page.context.close()

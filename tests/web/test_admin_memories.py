@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ADMIN_TOKEN
 from tests.web.axe import SCREENS, fits, needs_axe, serious_violations
-from tests.web.live import Api, Tab, pytestmark
+from tests.web.live import Api, Tab, pytestmark, signed_in_page
 
 __all__ = ["pytestmark"]
 
@@ -115,13 +114,7 @@ def test_memories_read_as_sentences_and_have_a_page(browser: Any, server: Any, a
         {"path": "memories/bbbbbbbbbbbbbbb1.md", "mode": "create", "content": shared},
     )
     width, height = SCREENS[screen]
-    context = browser.new_context(bypass_csp=True, viewport={"width": width, "height": height})
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.goto(server.url + "/admin/login")
-    page.get_by_label("Token").fill(ADMIN_TOKEN)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/admin/")
+    page = signed_in_page(browser, server.url, (width, height))
     page.goto(f"{server.url}/admin/kbs/{slug}/versions/{version}")
     shown = page.locator("main").inner_text()  # what a person sees, the folded raw diff aside
     assert "Now superseded by «Ann likes green tea.»" in shown, shown
@@ -145,4 +138,4 @@ def test_memories_read_as_sentences_and_have_a_page(browser: Any, server: Any, a
     page.get_by_role("button", name="Find").click()
     assert page.locator("li.memory").all_inner_texts()[0].startswith("Ann likes green tea.")
     assert page.locator("li.memory").count() == 1
-    context.close()
+    page.context.close()

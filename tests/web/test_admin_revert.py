@@ -8,9 +8,8 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import ADMIN_TOKEN
 from tests.web.axe import SCREENS, fits, needs_axe, serious_violations
-from tests.web.live import Api, pytestmark
+from tests.web.live import Api, pytestmark, signed_in_page
 
 __all__ = ["pytestmark"]
 
@@ -27,13 +26,7 @@ def test_revert_asks_first_and_changes_nothing_until_confirmed(
     api.write(slug, bob, {"path": "b.md", "mode": "create", "content": "later\n"}, message="a later note")
     head = api.head(slug)
     width, height = SCREENS[screen]
-    context = browser.new_context(bypass_csp=True, viewport={"width": width, "height": height})
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.goto(server.url + "/admin/login")
-    page.get_by_label("Token").fill(ADMIN_TOKEN)
-    page.get_by_role("button", name="Log in").click()
-    page.wait_for_url("**/admin/")
+    page = signed_in_page(browser, server.url, (width, height))
     page.goto(f"{server.url}/admin/kbs/{slug}/versions/{good}")
     page.get_by_role("button", name="Revert", exact=True).click()
     page.get_by_role("heading", name=re.compile("^Revert to version")).wait_for()
@@ -53,4 +46,4 @@ def test_revert_asks_first_and_changes_nothing_until_confirmed(
     page.wait_for_url(re.compile(r".*/versions/[0-9a-f]{40}$"))
     assert page.locator("h1 .label").inner_text() == "revert"
     assert api.content(slug, "a.md") == "good\n" and api.content(slug, "b.md") is None
-    context.close()
+    page.context.close()
