@@ -11,7 +11,7 @@ import pytest
 from whoosh import index as whoosh_index
 from whoosh.codec.whoosh3 import W3Codec, W3LeafMatcher
 
-from kbserver.index import SearchIndex
+from kbserver.index import SearchIndex, private
 from kbserver.index.codec import CODEC, COMPRESS_FROM
 from kbserver.index.schema import make_schema
 
@@ -35,7 +35,7 @@ def ix(tmp_path: Path) -> Iterator[Any]:
 
 def _matcher(index: Any, text: str) -> Any:
     ((leaf, _),) = index.reader().leaf_readers()  # one segment
-    return leaf._terms.matcher("body", text.encode(), leaf.schema["body"].format)
+    return private.raw_matcher(leaf, "body", text.encode())
 
 
 def test_a_rare_terms_block_is_plain_and_a_common_ones_compressed(ix: Any) -> None:
@@ -49,7 +49,7 @@ def test_a_rare_terms_block_is_plain_and_a_common_ones_compressed(ix: Any) -> No
 
 
 def test_segments_name_the_stock_codec(ix: Any) -> None:
-    (segment,) = ix._segments()
+    (segment,) = private.read_toc(ix).segments
     assert type(segment.codec()) is W3Codec
 
 

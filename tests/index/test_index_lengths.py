@@ -14,7 +14,7 @@ import pytest
 from whoosh.filedb.filestore import FileStorage
 from whoosh.reading import SegmentReader
 
-from kbserver.index import SearchIndex
+from kbserver.index import SearchIndex, private
 from kbserver.index.schema import PATH
 
 DOCS = {f"notes/n{i}.md": f"# note {i}\n\nkestrel harrier number{i}\n" for i in range(6)}
@@ -22,7 +22,7 @@ DOCS = {f"notes/n{i}.md": f"# note {i}\n\nkestrel harrier number{i}\n" for i in 
 
 def _segment_reader(ix: SearchIndex) -> Any:
     writer_ix = ix._write_index()
-    segment = writer_ix._segments()[0]
+    segment = private.read_toc(writer_ix).segments[0]
     return SegmentReader(writer_ix.storage, writer_ix.schema, segment)
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kbserver.index import SearchIndex
+from kbserver.index import SearchIndex, private
 from kbserver.index.merging import MAX_SEGMENTS
 
 
 def _segments(ix: SearchIndex) -> list[Any]:
-    return list(ix._write_index()._segments())
+    return list(private.read_toc(ix._write_index()).segments)
 
 
 def test_a_small_merge_keeps_the_tail_and_a_full_one_follows(tmp_path: Path) -> None:
