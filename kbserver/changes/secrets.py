@@ -88,7 +88,7 @@ def _first_starts(
 
     The plugin's own pattern is tried only at the first `anchor` of each stretch that `skip` ends:
     for the patterns below, when that try fails every later start in the same stretch fails too,
-    so `findall`'s retries there (quadratic: "eyJ" * 90_000 takes 27 s) are skipped.
+    so `findall`'s retries there (quadratic in the stretch) are skipped.
     """
     pos = 0
     while (start := text.find(anchor, pos)) != -1:

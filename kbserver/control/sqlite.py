@@ -23,8 +23,7 @@ from kbserver.core.inputs import UNSTORABLE
 __all__ = ["BUSY_SECONDS", "SqliteControlStore"]
 
 BUSY_SECONDS = 5.0
-"""How long a statement waits for another process's lock on control.db before it is 503 `busy`
-(it waited 30 s, then answered 500 `internal`)."""
+"""How long a statement waits for another process's lock on control.db before it is 503 `busy`."""
 MIGRATE_BUSY_SECONDS = 60.0
 
 

@@ -5,7 +5,7 @@ again whenever the pool checks its budget, since an open value's caches grow whi
 leased value is never closed under its user: eviction or `drop` only marks it, and the last lease
 closes it. The values of the name being opened or leased are never the ones evicted for it.
 A value is opened outside the pool's lock (one opener per key, the others wait for it), so opening
-one cold KB never holds up the leases of the others (it stalled them 0.95 s).
+one cold KB never holds up the leases of the others.
 """
 
 from __future__ import annotations
@@ -117,9 +117,8 @@ class LeasePool:
     def _evict(self, keep: str | None = None) -> list[_Entry]:
         """Unlink least recently used entries beyond the budget (call with the lock held), but none
         named `keep`: the values of the KB in use (its repository, index and vectors) stay open
-        together even when they alone weigh more than the budget. Evicting one of them to open
-        another closed them in turn on every call: at 10,000 memories (index ~31 MB, vectors ~17-32,
-        repository ~8 against 64 MB) each store_memory reopened the index and reloaded every vector."""
+        together even when they alone weigh more than the budget, since evicting one of them to open
+        another would close them in turn on every call."""
         total = sum(e.kind.weigh(e.value) for e in self._items.values())
         out: list[_Entry] = []
         for key in list(self._items):

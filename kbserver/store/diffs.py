@@ -31,8 +31,7 @@ def tree_changes(
     """Paths that differ between two trees (files only), sorted by path; `tree` reads a tree by id.
 
     Equal subtrees are skipped by id, and within a folder the differing entries come from a set
-    difference of the two entry tables (C speed): a commit that changes one file of a folder of
-    10,000 costs ~2 ms here against ~40 ms for dulwich's entry-by-entry walk. Trees are read
+    difference of the two entry tables (C speed, not dulwich's entry-by-entry walk). Trees are read
     through the cache, where the writer has just put the trees of a new version.
     """
     out: list[Change] = []

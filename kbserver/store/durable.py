@@ -1,10 +1,9 @@
 """Making writes durable: fsync of exactly what a commit wrote (its files, then their folders).
 
-As git's `core.fsync` does, never `syncfs`: syncfs flushes the whole file system, so one commit
-paid for everyone else's dirty data there (30 ms more with 48 MB of another program's writes),
-and on shared storage (NFS, CephFS, EFS) "everyone" is every node. The fsyncs of one flush are
-issued together from a few threads: a journaling file system commits them as one transaction,
-so a batch of commits still pays for durability about once.
+As git's `core.fsync` does, never `syncfs`: syncfs flushes the whole file system, so one commit paid
+for everyone else's dirty data there, and on shared storage (NFS, CephFS, EFS) "everyone" is every
+node. The fsyncs of one flush are issued together from a few threads: a journaling file system
+commits them as one transaction, so a batch of commits still pays for durability about once.
 """
 
 from __future__ import annotations

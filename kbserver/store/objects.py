@@ -50,9 +50,8 @@ _TYPE_NUMBERS = {b"commit": 1, b"tree": 2, b"blob": 3, b"tag": 4}
 
 def _read_loose(store: DiskObjectStore, sha: bytes) -> tuple[int, bytes] | None:
     """The loose object `sha` read as C git reads it (inflate, strip the header), or None when it is
-    not loose. dulwich parses a loose object into a Python object and serialises it again (a tree
-    of 1,000 entries costs ~1 ms that way), and only after missing it in every pack, which rescans
-    the pack folder each time (TECH-NOTES §6.4)."""
+    not loose. dulwich parses a loose object into a Python object and serialises it again, and only
+    after missing it in every pack, which rescans the pack folder each time (TECH-NOTES §6.4)."""
     hexsha = sha.decode("ascii") if len(sha) == 40 else sha.hex()
     try:
         with open(os.path.join(store.path, hexsha[:2], hexsha[2:]), "rb") as f:
@@ -135,10 +134,10 @@ class ObjectCache:
 BIG_TREE = 64 * 1024
 """Bytes from which a tree is stored uncompressed when the repository sets no compression level.
 
-The tree of a folder of 10,000 memories is 450 kB, mostly 20-byte ids that zlib shrinks by only a
-third, and compressing it (4-10 ms at level 1 here) cost more than the rest of a commit. A loose
-object is transient: the writer's packer (store.packing) repacks loose objects, with deltas, once
-1,000 commits or 64 MiB of them were written."""
+A big tree is mostly 20-byte ids that zlib barely shrinks, and compressing it cost more than the
+rest of a commit (docs/performance.md, "Measurements behind the code"). A loose object is transient:
+the writer's packer (store.packing) repacks loose objects, with deltas, once 1,000 commits or 64 MiB
+of them were written."""
 
 
 def configured_level(git: Repo) -> int | None:

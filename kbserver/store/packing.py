@@ -1,13 +1,12 @@
 """Keeping a KB's objects small: C git's repack with deltas, one at a time per KB, in the background.
 
-Every commit writes a new copy of each tree along its paths; the folder of 10,000 memories is a
-470 kB tree, so a pack without deltas (dulwich's `pack_loose_objects`) keeps ~310 kB per memory
-added. `git repack --geometric=2 -d` packs the loose objects with deltas (one version of a tree
-is stored as the few bytes that differ from another: ~100 bytes per add) and rolls small packs
-into bigger ones so their number stays logarithmic (dulwich looks in every pack on a miss).
-Objects already packed whole (by dulwich before this packing) are never made deltas again by the
-geometric roll-up; the full repack (`full=True`, `git repack -a -d -f`, `kbserver repack --full`)
-computes every delta again into one pack. `bench/disk.py` measures both.
+Every commit writes a new copy of each tree along its paths, so a pack without deltas (dulwich's
+`pack_loose_objects`) keeps a whole big tree per memory added. `git repack --geometric=2 -d` packs
+the loose objects with deltas (one version of a tree is stored as the few bytes that differ from
+another) and rolls small packs into bigger ones so their number stays logarithmic (dulwich looks in
+every pack on a miss). Objects already packed whole (by dulwich before this packing) are never made
+deltas again by the geometric roll-up; the full repack (`full=True`, `git repack -a -d -f`,
+`kbserver repack --full`) computes every delta again into one pack. `bench/disk.py` measures both.
 
 Safety, which comes from git's own protocol: a new pack is written to a temporary file and renamed
 into place, its `.idx` last (readers see a pack only once it is complete); loose objects and

@@ -58,8 +58,8 @@ class KBRepo:
         self.git = Repo(path)
         self.get = ObjectCache(self.git, cache_bytes)
         # zlib levels of the loose objects we write: the repository's core.looseCompression or
-        # core.compression when set; else C git's default for loose objects, 1 (dulwich's default,
-        # zlib's 6, takes ~4x longer), and none for a big tree (see objects.BIG_TREE).
+        # core.compression when set; else C git's default for loose objects, 1 (cheaper than
+        # dulwich's default, zlib's 6), and none for a big tree (see objects.BIG_TREE).
         configured = configured_level(self.git)
         self.loose_level = 1 if configured is None else configured
         self.big_tree_level = 0 if configured is None else configured
@@ -209,8 +209,8 @@ class KBRepo:
         return TreeView(self, tree_id, version)
 
     def file_count(self, version: str | None) -> int:
-        """How many files `version` has; cached, since a version never changes (a walk of 100k files
-        takes ~0.6 s)."""
+        """How many files `version` has; cached, since a version never changes and counting walks
+        every file."""
         if version is None:
             return 0
         count = self._counts.get(version)

@@ -1,7 +1,7 @@
 """Being told that a file in a folder changed, instead of looking every few milliseconds (Linux).
 
-The follower of a data folder tails its feed; polling it every 10 ms cost each idle process ~15 ms
-of CPU a second. inotify(7) tells a blocked thread of every write, create and rename in the
+The follower of a data folder tails its feed, and polling it kept every idle process busy.
+inotify(7) tells a blocked thread of every write, create and rename in the
 folder as it happens, from any process on this machine. It is not there on other systems and
 says nothing of writes made by other machines to a network file system: `FolderWatch.open`
 returns None where it cannot watch, and callers keep a (slower) poll for what it cannot see.

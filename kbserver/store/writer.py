@@ -106,8 +106,7 @@ class Writer:
     compare-and-swap. If another process moved main meanwhile, the batch is re-applied on the new
     head, so only real conflicts (raised by the jobs themselves) ever reach a caller. Then the
     leader hands over: the first caller still queued commits the next batch, so no caller waits
-    for more than its own batch (a leader that committed until the queue was empty made its own
-    caller wait 2.6 s while the others waited 10 ms).
+    for more than its own batch.
 
     Every wait is bounded by `wait` seconds: the KB's lock (another process's write), a place in
     the queue, the retries of the compare-and-swap. Then the caller gets Busy, and nothing changed.

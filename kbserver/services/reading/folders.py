@@ -1,12 +1,11 @@
 """The files of a version folder by folder (names in path order, content ids), kept per version.
 
 The KB page shows each folder's first files and counts the rest: from scratch, a walk of every name
-of the version (11,000 here: ~25 ms idle, 150-200 ms at load). A version never changes, so the
-listing of one is kept, keyed only by immutable things (the repository, the version id, who
-looks), and a
-newer version's listing is made from a kept one of the same KB by the tree diff between the two
-(skipping equal folders by id), so the page after a write does not walk the KB again. Being keyed
-by version ids, a listing is right on every node whatever the others wrote.
+of the version. A version never changes, so the listing of one is kept, keyed only by immutable
+things (the repository, the version id, who looks), and a newer version's listing is made from a
+kept one of the same KB by the tree diff between the two (skipping equal folders by id), so the page
+after a write does not walk the KB again. Being keyed by version ids, a listing is right on every
+node whatever the others wrote.
 """
 
 from __future__ import annotations
