@@ -14,6 +14,7 @@ from pathlib import Path
 from kbserver.control import ControlStore, PostgresControlStore, SqliteControlStore
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
+from kbserver.dialects import registry
 from kbserver.services.context import Options, Services
 from kbserver.services.following.feeds import SharedFeed
 from kbserver.services.following.follower import Follower, Pace, Sink, SinkDamaged
@@ -58,6 +59,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     `sinks` are followed besides the search index (the embedding vectors, a test's sink).
     """
     options = options or Options()
+    registry.dialects()  # the tool sets and reserved files of every dialect, plug-ins too: fail early
     embedder = _embedder(options.embedder)  # a bad setting fails before anything is created
     data.mkdir(parents=True, exist_ok=True)
     control = open_control(data, options)  # first: a node whose control store is unusable starts nothing

@@ -5,7 +5,7 @@ Answers are the services' own models (kbserver.services.models); /openapi.json i
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StrictBool
 
@@ -18,6 +18,7 @@ from kbserver.core.model import (
     WriteRequest,
 )
 from kbserver.core.paths import MAX_PATH_BYTES, PATH_PATTERN
+from kbserver.dialects import registry
 from kbserver.services.models import Agent, KBSummary, Link
 
 __all__ = [
@@ -63,7 +64,10 @@ FilePath = Annotated[
     ),
 ]
 SearchText = Annotated[str, Field(min_length=1, pattern=r"\S", description="non-blank search text")]
-ToolSet = Literal["context", "memory", "semantic", "typed", "auto", "memory_tool"]
+if TYPE_CHECKING:
+    ToolSet = str
+else:  # the registered tool sets (kbserver.dialects.registry), loaded when the API is imported
+    ToolSet = Literal[registry.tool_set_names()]
 
 
 class ErrorBody(BaseModel):

@@ -15,12 +15,14 @@ from dataclasses import dataclass
 
 from kbserver.core.errors import AmbiguousMatch, InvalidRequest, NoMatch, NotFound
 from kbserver.core.model import Append, Caller, Create, FileChange, Overwrite
+from kbserver.dialects.registry import Dialect
 from kbserver.dialects.results import MemoryFileResult
 from kbserver.dialects.session import DialectCall, Written, retry_stale
 from kbserver.services import Services
-from kbserver.services.writing.reserved import AUTO_MEMORY_MAX_BYTES, auto_memory_path, too_large
+from kbserver.services.writing.reserved import AUTO_MEMORY, AUTO_MEMORY_MAX_BYTES, auto_memory_path, too_large
 
 __all__ = [
+    "DIALECT",
     "TOOLS",
     "MemoryFile",
     "add_memory",
@@ -242,3 +244,15 @@ def instructions(services: Services, caller: Caller) -> str | None:
             block += "\n" + f.note
         parts.append(block)
     return "\n\n".join(parts)
+
+
+DIALECT = Dialect(
+    name="auto",
+    tools=TOOLS,
+    bind="kbserver.mcp.binders.auto:tools",
+    results={"add_memory": MemoryFileResult, "edit_memory": MemoryFileResult},
+    folders=("memory/",),
+    reserved=AUTO_MEMORY,
+    instructions=instructions,
+    summary="one MEMORY.md per agent, shown whole in its instructions",
+)

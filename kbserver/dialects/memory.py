@@ -30,6 +30,7 @@ from kbserver.dialects.memory_records import (
     render_memory,
     visible,
 )
+from kbserver.dialects.registry import Dialect
 from kbserver.dialects.results import (
     AddResult,
     DeleteResult,
@@ -41,12 +42,12 @@ from kbserver.dialects.results import (
 )
 from kbserver.dialects.session import DialectCall, Written, retry_stale
 from kbserver.dialects.typed_records import terms
-from kbserver.services.access.toolsets import TOOL_SETS
 from kbserver.services.reading import search as search_service
 from kbserver.services.reading import semantic
 from kbserver.services.reading.hybrid import Fusion, Ranked, fuse
 
 __all__ = [
+    "DIALECT",
     "MODES",
     "SIMILAR_THRESHOLD",
     "TOOLS",
@@ -58,7 +59,7 @@ __all__ = [
     "memory_update",
 ]
 
-TOOLS = TOOL_SETS["memory"]
+TOOLS = ("memory_add", "memory_search", "memory_update", "memory_delete", "memory_task_wait")
 MODES = ("hybrid", "keyword", "semantic")
 MAX_LIMIT = 100
 SIMILAR_THRESHOLD = 0.5
@@ -454,3 +455,19 @@ async def memory_task_wait(
     wait = min(float(timeout), search_service.MAX_WAIT_SECONDS)
     done = await search_service.wait_for(call.services, call.caller, slug, taskId, wait)
     return {"taskId": taskId, "status": "done" if done else "pending"}
+
+
+DIALECT = Dialect(
+    name="memory",
+    tools=TOOLS,
+    bind="kbserver.mcp.binders.memory:tools",
+    results={
+        "memory_add": AddResult,
+        "memory_search": MemorySearchResult,
+        "memory_update": UpdateResult,
+        "memory_delete": DeleteResult,
+        "memory_task_wait": TaskResult,
+    },
+    folders=(FOLDER,),
+    summary="atomic facts as memories/{id}.md, searched by words and meaning",
+)

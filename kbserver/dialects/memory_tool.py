@@ -18,11 +18,13 @@ from urllib.parse import unquote
 from kbserver.core.errors import AlreadyExists, AmbiguousMatch, InvalidRequest, NoMatch, NotFound
 from kbserver.core.model import Create, Delete, Edit, FileChange, Overwrite
 from kbserver.core.paths import check_path
+from kbserver.dialects.registry import Dialect
 from kbserver.dialects.results import MemoryToolResult, Proposal
 from kbserver.dialects.session import Current, DialectCall, retry_stale
 
 __all__ = [
     "COMMANDS",
+    "DIALECT",
     "FOLDER",
     "ROOT",
     "TOOLS",
@@ -370,3 +372,13 @@ def memory(
         assert old_path is not None and new_path is not None
         return mem.rename(old_path, new_path)
     raise InvalidRequest(f"unknown command {command!r}; use one of {', '.join(COMMANDS)}", command=command)
+
+
+DIALECT = Dialect(
+    name="memory_tool",
+    tools=TOOLS,
+    bind="kbserver.mcp.binders.memory_tool:tools",
+    results={"memory": MemoryToolResult},
+    folders=(FOLDER + "/",),
+    summary="Anthropic's memory tool: a /memories directory kept in a KB",
+)

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kbserver.core.frontmatter import split_front_matter
+from kbserver.dialects import registry
 from kbserver.dialects.memory_records import FOLDER as MEMORIES
-from kbserver.dialects.memory_tool import FOLDER as MEMORY_TOOL
-from kbserver.dialects.typed_records import RECORD_TYPES
 
 __all__ = [
     "FIELD_WORDS",
@@ -20,7 +19,6 @@ __all__ = [
     "view_of",
 ]
 
-_FOLDERS = (MEMORIES, MEMORY_TOOL + "/", "memory/", *(f"{kind}/" for kind in RECORD_TYPES))
 _TITLE = 80  # characters of a title shown in a list
 
 
@@ -90,8 +88,9 @@ def value_words(value: object) -> str:
 
 
 def is_dialect_path(path: str) -> bool:
-    """Whether a memory tool set owns `path` (memories/, memory-tool/, memory/{agent}/, typed folders)."""
-    return path.startswith(_FOLDERS)
+    """Whether a memory tool set owns `path` (the folders the dialects declare: memories/, memory-tool/,
+    memory/, the typed folders, and any installed dialect's)."""
+    return path.startswith(registry.folders())
 
 
 def _split(text: str) -> tuple[dict[str, object], str]:

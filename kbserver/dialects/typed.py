@@ -23,6 +23,7 @@ from typing import cast
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, utc_iso
 from kbserver.core.paths import check_path
+from kbserver.dialects.registry import Dialect
 from kbserver.dialects.results import (
     ArchiveResult,
     DayResult,
@@ -55,7 +56,16 @@ from kbserver.dialects.typed_records import (
     score,
 )
 
-__all__ = ["TOOLS", "archive_day", "forget_memory", "get_memory", "query_index", "recall_raw", "save_memory"]
+__all__ = [
+    "DIALECT",
+    "TOOLS",
+    "archive_day",
+    "forget_memory",
+    "get_memory",
+    "query_index",
+    "recall_raw",
+    "save_memory",
+]
 
 TOOLS = ("save_memory", "forget_memory", "query_index", "get_memory", "recall_raw", "archive_day")
 ARCHIVE = "archive"
@@ -504,3 +514,20 @@ def _day_result(day: Day) -> DayResult:
 
 def _neg(date: str) -> tuple[int, ...]:
     return tuple(-int(p) for p in date.split("-"))
+
+
+DIALECT = Dialect(
+    name="typed",
+    tools=TOOLS,
+    bind="kbserver.mcp.binders.typed:tools",
+    results={
+        "save_memory": SaveResult,
+        "forget_memory": SaveResult,
+        "query_index": QueryResult,
+        "get_memory": RecordResult,
+        "recall_raw": RecallResult,
+        "archive_day": ArchiveResult,
+    },
+    folders=tuple(f"{kind}/" for kind in RECORD_TYPES),
+    summary="typed records (self, relationship, topic, saved) and a day archive",
+)

@@ -25,7 +25,7 @@ from mcp.types import INVALID_PARAMS, INVALID_REQUEST
 from kbserver.core import threads
 from kbserver.core.errors import Forbidden, KBError, NotFound
 from kbserver.core.model import Caller
-from kbserver.dialects import auto, semantic
+from kbserver.dialects import registry
 from kbserver.mcp.binding import RUN_KEY, Binding, RunInfo, connection_of, header_run
 from kbserver.mcp.dialects import allowed_tools
 from kbserver.mcp.errors import error_result
@@ -125,14 +125,11 @@ class SessionMiddleware:
                 f"Your tool sets are {', '.join(caller.tools) or 'none'}: the context tools named above "
                 "(read_context_file, write_context, ...) are not among your tools; use your own."
             )
-        if "auto" in caller.tools:
-            memory = await threads.run(auto.instructions, self.binding.services, caller)
-            if memory:
-                extra.append(memory)
-        if "semantic" in caller.tools:
-            due = await threads.run(semantic.instructions, self.binding.services, caller)
-            if due:
-                extra.append(due)
+        for dialect in registry.dialects():  # each of the caller's dialects adds its part
+            if dialect.instructions is not None and dialect.name in caller.tools:
+                part = await threads.run(dialect.instructions, self.binding.services, caller)
+                if part:
+                    extra.append(part)
         result["instructions"] = instructions(caller, reachable, pinned, extra)
         return result
 

@@ -19,7 +19,7 @@ from kbserver.mcp.binding import RunArg
 from kbserver.mcp.card import CARD_META, approval, approval_result
 from kbserver.mcp.errors import KBTool, ok_result
 from kbserver.mcp.schemas import ListOutput, ReadOutput, SearchOutput, VersionsOutput, WriteOutput
-from kbserver.services.access.toolsets import TOOL_SETS
+from kbserver.services.access.toolsets import CONTEXT_TOOLS
 from kbserver.services.models import ProposalAccepted
 from kbserver.services.reading import files as kb_files
 from kbserver.services.reading.search import MAX_LIMIT
@@ -33,7 +33,7 @@ __all__ = ["TOOL_NAMES", "context_tools"]
 
 log = logging.getLogger(__name__)
 
-TOOL_NAMES = TOOL_SETS["context"]
+TOOL_NAMES = CONTEXT_TOOLS
 
 Kb = Annotated[
     str | None,

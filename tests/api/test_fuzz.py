@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
 from kbserver.config import Settings
+from kbserver.dialects.registry import tool_set_names
 from kbserver.services import Services
 from tests.helpers import git_fsck, state
 
@@ -230,7 +231,7 @@ def test_admin_calls(
 
 # --- MCP tool arguments ----------------------------------------------------------------------------
 
-ALL_TOOL_SETS = ["context", "memory", "semantic", "typed", "auto", "memory_tool"]
+ALL_TOOL_SETS = list(tool_set_names())  # every registered set, plug-ins included
 tool_arguments = st.dictionaries(
     st.one_of(
         st.sampled_from(

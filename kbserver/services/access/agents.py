@@ -14,8 +14,8 @@ from kbserver.services.models import Agent, AgentDeleted, AgentList, Link
 
 __all__ = ["TOOL_SETS", "create", "delete", "get", "link", "listing", "render", "rotate", "unlink"]
 
-TOOL_SETS = tuple(toolsets.TOOL_SETS)
-"""The names of the registered tool sets (kbserver.services.access.toolsets)."""
+TOOL_SETS = toolsets.TOOL_SETS
+"""The registered tool sets by name (kbserver.services.access.toolsets; filled in at start)."""
 PERMISSIONS = ("read", "read_write", "read_write_ask")
 _NAME = re.compile(AGENT_PATTERN)
 

@@ -1,15 +1,9 @@
 """The registry of tool sets: each set's name and the names of its tools (CONTRACT.md §5).
 
 `kbserver agent create --tools` and `POST /agents` accept exactly the names registered here; an
-agent sees and may call the tools of its sets only.
-
-How a dialect registers its tool set:
-1. Add `"NAME": ("tool_a", "tool_b")` to `TOOL_SETS` below (the tool names are the contract's).
-2. Write the dialect in `kbserver/dialects/NAME.py`: pure mapping plus calls through an
-   `AgentSession` (kbserver.services.session), whose `submit` is the one write path; set
-   `TOOLS = TOOL_SETS["NAME"]` there.
-3. Bind its tools in the MCP edge (`kbserver/mcp/dialects.py`: a `NAME_tools(binding)` added to
-   `dialect_tools`). The MCP server checks at start that the tools it binds and this registry agree.
+agent sees and may call the tools of its sets only. `context` is the services' own; every other set
+is a dialect's, declared once in kbserver.dialects (kbserver.dialects.registry), which registers it
+here when the dialects are loaded at start (the services sit below the dialects and never import them).
 """
 
 from __future__ import annotations
@@ -18,7 +12,15 @@ from collections.abc import Iterable
 
 from kbserver.core.errors import InvalidRequest
 
-__all__ = ["DEFAULT_TOOL_SETS", "TOOL_SETS", "check_tool_sets", "tools_of"]
+__all__ = [
+    "BUILTIN_SETS",
+    "CONTEXT_TOOLS",
+    "DEFAULT_TOOL_SETS",
+    "TOOL_SETS",
+    "check_tool_sets",
+    "register",
+    "tools_of",
+]
 
 CONTEXT_TOOLS = (
     "list_context_files",
@@ -28,23 +30,22 @@ CONTEXT_TOOLS = (
     "search_context",
 )
 
-TOOL_SETS: dict[str, tuple[str, ...]] = {
-    "context": CONTEXT_TOOLS,
-    "memory": ("memory_add", "memory_search", "memory_update", "memory_delete", "memory_task_wait"),
-    "semantic": (
-        "store_memory",
-        "search_memories_by_semantics",
-        "recall_related",
-        "update_memory_importance",
-        "list_due_memories",
-    ),
-    "typed": ("save_memory", "forget_memory", "query_index", "get_memory", "recall_raw", "archive_day"),
-    "auto": ("add_memory", "edit_memory"),
-    "memory_tool": ("memory",),
-}
-"""Tool set name -> the names of its tools."""
+TOOL_SETS: dict[str, tuple[str, ...]] = {"context": CONTEXT_TOOLS}
+"""Tool set name -> the names of its tools: `context`, then each registered dialect's."""
+
+BUILTIN_SETS = ("context",)
+"""The sets the services define themselves."""
 
 DEFAULT_TOOL_SETS = ("context",)
+
+
+def register(name: str, tools: Iterable[str]) -> None:
+    """Adds the tool set `name`; registering the same set again is a no-op, a different one a ValueError."""
+    names = tuple(tools)
+    known = TOOL_SETS.get(name)
+    if known is not None and known != names:
+        raise ValueError(f"the tool set {name!r} is already registered with other tools")
+    TOOL_SETS[name] = names
 
 
 def check_tool_sets(names: Iterable[str]) -> tuple[str, ...]:

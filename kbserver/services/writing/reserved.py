@@ -1,7 +1,8 @@
-"""Files the write path reserves for one tool set: `memory/{agent}/MEMORY.md` belongs to `auto`.
+"""Files the write path reserves for one tool set, e.g. `memory/{agent}/MEMORY.md` for `auto`.
 
-- Agents change such a file only through the `auto` tools (add_memory, edit_memory): a plain write
-  (`write_context`, `POST /write`) on it is `forbidden`. The admin may still edit it.
+- A dialect declares the files it reserves (a `Reserved`, kbserver.dialects.registry), which are
+  registered here at start. Agents change such a file only through that set's tools: a plain write
+  (`write_context`, `POST /write`) or another set's on it is `forbidden`. The admin may still edit it.
 - Whoever writes it, a change may not take it over AUTO_MEMORY_MAX_BYTES. A change that does not make
   it bigger (shortening or removing an entry of a file that grew too large outside, by a revert or
   git) is always allowed, so an oversized file can be brought back under the cap.
@@ -9,15 +10,43 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 
 from kbserver.changes import Applied, Tree
 from kbserver.core.errors import Forbidden, TooLarge
 from kbserver.core.model import Caller
 
-__all__ = ["AUTO_MEMORY_MAX_BYTES", "auto_memory_path", "check_caps", "check_owner", "is_auto_memory"]
+__all__ = [
+    "AUTO_MEMORY",
+    "AUTO_MEMORY_MAX_BYTES",
+    "Reserved",
+    "auto_memory_path",
+    "check_caps",
+    "check_owner",
+    "is_auto_memory",
+    "register",
+]
 
 AUTO_MEMORY_MAX_BYTES = 2000
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """Files one tool set owns: `owns(path)` says which; `refusal` (with `{path}`) says why a write of
+    another set is refused."""
+
+    owns: Callable[[str], bool]
+    refusal: str
+
+
+_OWNERS: dict[str, Reserved] = {}
+"""Tool set -> the files it reserves, as the dialects declared them."""
+
+
+def register(tool_set: str, files: Reserved) -> None:
+    """Reserves `files` for `tool_set` (registering the same again is a no-op)."""
+    _OWNERS[tool_set] = files
 
 
 def auto_memory_path(agent: str) -> str:
@@ -31,17 +60,23 @@ def is_auto_memory(path: str) -> bool:
     return len(parts) == 3 and parts[0].casefold() == "memory" and parts[2].casefold() == "memory.md"
 
 
+AUTO_MEMORY = Reserved(
+    is_auto_memory,
+    "{path} is an agent's MEMORY.md; only the auto tools add_memory and edit_memory change it "
+    "(an admin may edit it in the web admin)",
+)
+"""The files the `auto` dialect reserves (it declares them; the cap below is the write path's)."""
+
+
 def check_owner(caller: Caller, paths: Iterable[str], tool_set: str) -> None:
     """Raises Forbidden when an agent writes a reserved file through another tool set than its owner."""
-    if caller.is_human or tool_set == "auto":
+    if caller.is_human:
         return
+    others = [files for owner, files in _OWNERS.items() if owner != tool_set]
     for path in paths:
-        if is_auto_memory(path):
-            raise Forbidden(
-                f"{path} is an agent's MEMORY.md; only the auto tools add_memory and edit_memory change it "
-                "(an admin may edit it in the web admin)",
-                path=path,
-            )
+        for files in others:
+            if files.owns(path):
+                raise Forbidden(files.refusal.format(path=path), path=path)
 
 
 def too_large(path: str, old_size: int, new_size: int) -> TooLarge:

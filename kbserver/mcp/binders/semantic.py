@@ -2,8 +2,6 @@
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at registration.
 
-import inspect
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context
@@ -12,22 +10,14 @@ from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 
 from kbserver.dialects import semantic
-from kbserver.dialects.session import DialectCall
-from kbserver.mcp.binding import RunArg
+from kbserver.mcp.binders.kit import Kb, RunArg, call_of, ok_result, tool
 from kbserver.mcp.dialect_schemas import DueOutput, ImportanceOutput, RankedOutput, StoreOutput
-from kbserver.mcp.errors import KBTool, ok_result
 
 if TYPE_CHECKING:
     from kbserver.mcp.binding import Binding
 
-__all__ = ["semantic_tools"]
+__all__ = ["tools"]
 
-Kb = Annotated[
-    str | None,
-    Field(
-        description="The KB's slug. Omit it to use the only KB you can write (see the server instructions)."
-    ),
-]
 UserId = Annotated[
     str,
     Field(
@@ -51,18 +41,7 @@ _WRITES = ToolAnnotations(
 _READS = ToolAnnotations(read_only_hint=True, idempotent_hint=False, open_world_hint=False)
 
 
-def _call(binding: "Binding", ctx: Context[Any, Any], run: str | None) -> DialectCall:
-    """The dialect call of this tool call: the caller and its run (`run`, else the session's)."""
-    return DialectCall.of(binding.services, binding.caller(), binding.run_of(ctx.request_context, run))
-
-
-def _tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> Tool:
-    return KBTool.from_function(
-        fn, title=title, description=inspect.cleandoc(fn.__doc__ or ""), annotations=annotations
-    )
-
-
-def semantic_tools(binding: "Binding") -> list[Tool]:
+def tools(binding: "Binding") -> list[Tool]:
     def store_memory(
         content: Annotated[str, Field(description="What to remember, in your own words.")],
         ctx: Context[Any, Any],
@@ -101,7 +80,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             semantic.store_memory(
-                _call(binding, ctx, run),
+                call_of(binding, ctx, run),
                 content,
                 memory_type=memory_type,
                 user_id=user_id,
@@ -135,7 +114,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         """
         return ok_result(
             semantic.search_memories_by_semantics(
-                _call(binding, ctx, run),
+                call_of(binding, ctx, run),
                 query,
                 user_id=user_id,
                 limit=limit,
@@ -161,7 +140,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         as search_memories_by_semantics."""
         return ok_result(
             semantic.recall_related(
-                _call(binding, ctx, run),
+                call_of(binding, ctx, run),
                 query,
                 user_id=user_id,
                 limit=limit,
@@ -183,7 +162,7 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         """Set how much a memory matters (0 to 1), as one version. Returns {id, importance, taskId}."""
         return ok_result(
             semantic.update_memory_importance(
-                _call(binding, ctx, run), id, importance, user_id=user_id, kb=kb
+                call_of(binding, ctx, run), id, importance, user_id=user_id, kb=kb
             )
         )
 
@@ -200,13 +179,13 @@ def semantic_tools(binding: "Binding") -> list[Tool]:
         memory_type, overdue, recurrence?}]}. A one-off stays due (overdue) until a new memory supersedes
         it; a recurring one is due at its next occurrence from now."""
         return ok_result(
-            semantic.list_due_memories(_call(binding, ctx, run), user_id=user_id, before=before, kb=kb)
+            semantic.list_due_memories(call_of(binding, ctx, run), user_id=user_id, before=before, kb=kb)
         )
 
     return [
-        _tool(store_memory, "Store a memory", _WRITES),
-        _tool(search_memories_by_semantics, "Search memories by meaning", _READS),
-        _tool(recall_related, "Recall related memories", _READS),
-        _tool(update_memory_importance, "Change a memory's importance", _WRITES),
-        _tool(list_due_memories, "List due reminders", _READS),
+        tool(store_memory, "Store a memory", _WRITES),
+        tool(search_memories_by_semantics, "Search memories by meaning", _READS),
+        tool(recall_related, "Recall related memories", _READS),
+        tool(update_memory_importance, "Change a memory's importance", _WRITES),
+        tool(list_due_memories, "List due reminders", _READS),
     ]
