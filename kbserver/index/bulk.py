@@ -11,7 +11,7 @@ from typing import Any
 from kbserver.index import private
 from kbserver.index.codec import CODEC
 
-__all__ = ["BulkWriter"]
+__all__ = ["BulkWriter", "MergeWriter"]
 
 # - the postings are kept per term as they come (documents arrive in number order, so each term's list
 #   is already sorted); Whoosh's pool estimates the size of every posting, sorts all of them, and past
@@ -46,8 +46,8 @@ class _TermPool:
 class BulkWriter(private.SegmentWriterBase):
     """A SegmentWriter for a new, empty index (no deletions, no merges), as `ix.writer()` gives."""
 
-    def __init__(self, ix: Any) -> None:
-        super().__init__(ix, codec=CODEC)
+    def __init__(self, ix: Any, timeout: float = 0.0) -> None:
+        super().__init__(ix, codec=CODEC, timeout=timeout)
         whooshs: Any = self.pool
         whooshs.cleanup()
         self.pool: Any = _TermPool()
@@ -135,3 +135,44 @@ class BulkWriter(private.SegmentWriterBase):
             return [0] * self.docnum
         read = reader.doc_field_length
         return [read(n, fieldname, 0) for n in range(self.docnum)]
+
+
+class MergeWriter(BulkWriter):
+    """The writer of a merge (`commit(mergetype=...)` with no documents of its own): the merged
+    segments' postings read a block at a time and written as a rebuild writes them.
+
+    Whoosh's add_reader looks each term up in the terms file's hash, builds a filtered matcher for
+    it and yields its postings one tuple at a time into the sorting pool; on Chinese text, where
+    most terms are a bigram in one or two notes, that per-term and per-posting work was about half
+    of a merge. Here each segment's terms file is read front to back (private.term_blocks),
+    postings of deleted documents are dropped through the docnum map Whoosh's add_reader makes,
+    and the new numbers keep each term's list in order (segments are added one after another)."""
+
+    def __init__(self, ix: Any, timeout: float = 0.0) -> None:
+        super().__init__(ix, timeout=timeout)
+        for name, field in self.schema.items():
+            if field.vector or field.separate_spelling():
+                self.cancel()
+                raise ValueError(f"MergeWriter cannot merge field {name!r} (vectors, spelling)")
+
+    def add_postings_to_pool(self, reader: Any, startdoc: int, docmap: dict[int, int] | None) -> None:
+        """SegmentWriter.add_postings_to_pool (what add_reader calls), a block at a time."""
+        terms = self.pool.terms
+        key: tuple[str, bytes] | None = None
+        flat: list[Any] = []
+        for field, text, ids, weights, values in private.term_blocks(reader):
+            if (field, text) != key:
+                if key is not None and not flat:
+                    del terms[key]  # every posting was of a deleted document
+                key = (field, text)
+                flat = terms.setdefault(key, [])
+            if docmap is None:
+                for docnum, weight, value in zip(ids, weights, values, strict=True):
+                    flat += (startdoc + docnum, weight, value)
+            else:
+                for docnum, weight, value in zip(ids, weights, values, strict=True):
+                    new = docmap.get(docnum)
+                    if new is not None:
+                        flat += (new, weight, value)
+        if key is not None and not flat:
+            del terms[key]

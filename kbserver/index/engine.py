@@ -15,6 +15,7 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.index import EmptyIndexError
 
 from kbserver.index import private, searching, writing
+from kbserver.index.bulk import MergeWriter
 from kbserver.index.codec import CODEC
 from kbserver.index.document import to_document, valid_utf8
 from kbserver.index.merging import merge_small, merge_tail
@@ -216,7 +217,7 @@ class SearchIndex:
         if self._closed or (self._unmerged == 0 and (small or not self._tail_due)):
             return False
         with self._folder.write_lock(self._lock_timeout):
-            writer = self._write_index().writer(timeout=self._lock_timeout, codec=CODEC)
+            writer = MergeWriter(self._write_index(), timeout=self._lock_timeout)
             writer.commit(mergetype=merge_small if small else merge_tail)  # no documents: only the merge
             written, name = self._written, self._writer_ix[0] if self._writer_ix else None
             if written is not None and written[0] == name and written[1] == writer.generation - 1:

@@ -53,6 +53,7 @@ __all__ = [
     "raw_matcher",
     "read_toc",
     "rebind",
+    "term_blocks",
 ]
 
 DIST = "whoosh-reloaded"
@@ -71,9 +72,18 @@ _NAME_HOLDERS: tuple[ModuleType, ...] = (
 HAS: Mapping[Any, tuple[str, ...]] = {
     whoosh3: ("LENGTHS_COLUMN", "W3PerDocReader", "W3LeafMatcher", "W3PostingsWriter", "W3FieldWriter"),
     whoosh3.W3PerDocReader: ("_cached_reader", "column_reader", "has_column"),
-    whoosh3.W3LeafMatcher: ("_read_ids", "_read_data", "_next_block"),
+    whoosh3.W3LeafMatcher: ("_read_ids", "_read_weights", "_read_values", "_read_data", "_next_block"),
+    whoosh3.W3TermsReader: ("items",),
+    whoosh3.W3TermInfo: ("is_inlined", "inlined_postings", "extent"),
     whoosh3.W3PostingsWriter: ("_write_block",),
-    SegmentWriter: ("_flush_segment", "_check_state", "_doc_boost", "_check_fields", "_field_boost"),
+    SegmentWriter: (
+        "_flush_segment",
+        "_check_state",
+        "_doc_boost",
+        "_check_fields",
+        "_field_boost",
+        "add_postings_to_pool",  # what add_reader calls (index/bulk.py's MergeWriter replaces it)
+    ),
     scoring.WeightLengthScorer: ("_score",),
     FileIndex: ("_read_toc",),
     qcore: ("_NullQuery",),
@@ -85,7 +95,8 @@ USES: Mapping[type, tuple[str, ...]] = {
     whoosh3.W3PerDocReader: ("_readers", "_segment"),
     SegmentReader: ("_perdoc", "_terms", "_segment", "_gen"),
     columns.FixedBytesColumn.Reader: ("_dbfile", "_basepos", "_count"),
-    whoosh3.W3LeafMatcher: ("_byteids", "_ids", "_data", "_maxid", "_i", "_term"),
+    whoosh3.W3LeafMatcher: ("_byteids", "_ids", "_weights", "_values", "_data", "_maxid", "_i", "_term"),
+    whoosh3.W3TermsReader: ("_postfile",),
     FilterMatcher: ("_ids", "_exclude"),
     whoosh3.W3FieldWriter: ("_postwriter",),
     whoosh3.W3PostingsWriter: (
@@ -317,6 +328,32 @@ def add_block_postings(postings: Any, flat: list[Any], lengths: list[int]) -> No
                 postings._minlength = low
             if high > postings._maxlength:
                 postings._maxlength = high
+
+
+# -- reading a segment's postings for a merge (index/bulk.py) -----------------------------------------
+def term_blocks(reader: Any) -> Iterator[tuple[str, bytes, Any, Any, Any]]:
+    """Every term of a segment reader in the terms file's order (by field number, then term bytes),
+    as (field, term bytes, ids, weights, values) a block at a time, deleted documents included: the
+    terms file read front to back, each block decoded as W3LeafMatcher decodes it, with no hash
+    lookup, matcher or deletion filter a term."""
+    terms = reader._terms
+    postfile = terms._postfile
+    schema = reader.schema
+    for (field, text), info in terms.items():
+        if field not in schema:
+            continue
+        if info.is_inlined():
+            ids, weights, values = info.inlined_postings()
+            yield field, text, ids, weights, values
+            continue
+        offset, length = info.extent()
+        m = whoosh3.W3LeafMatcher(postfile, offset, length, schema[field].format, term=(field, text))
+        while m.is_active():
+            m._read_ids()
+            m._read_weights()
+            m._read_values()
+            yield field, text, m._ids, m._weights, m._values
+            m._next_block()
 
 
 class SegmentWriterBase(SegmentWriter):  # type: ignore[misc]

@@ -332,3 +332,30 @@ def test_length_scorer_scores_with_score_of(ix: Any) -> None:
             expected = 1000 * m.weight() + leaf.doc_field_length(m.id(), "body")
             assert scorer.score(m) == expected
             m.next()
+
+
+def test_term_blocks_are_every_terms_public_postings_deleted_included(ix: Any) -> None:
+    _delete(ix, DELETED)
+    with ix.reader() as reader:
+        leaf = _leaf(reader)
+        read: dict[tuple[str, bytes], list[tuple[int, float, bytes | None]]] = {}
+        blocks: dict[tuple[str, bytes], int] = {}
+        order = []
+        for field, text, ids, weights, values in private.term_blocks(leaf):
+            if (field, text) not in read:
+                order.append((field, text))
+            read.setdefault((field, text), []).extend(zip(ids, weights, values, strict=True))
+            blocks[(field, text)] = blocks.get((field, text), 0) + 1
+        assert set(read) == set(leaf.all_terms())
+        fields = [field for i, (field, _) in enumerate(order) if i == 0 or order[i - 1][0] != field]
+        assert len(fields) == len(set(fields))  # each field's terms together, each in order
+        assert all(order[i] < order[i + 1] for i in range(len(order) - 1) if order[i][0] == order[i + 1][0])
+        assert blocks[("body", b"kiwi")] > 1
+        for (field, text), postings in read.items():
+            m = private.raw_matcher(leaf, field, text)
+            public = []
+            while m.is_active():
+                public.append((m.id(), m.weight(), m.value()))
+                m.next()
+            assert postings == public  # deleted documents' postings included
+        assert {d for d, _, _ in read[("body", b"kiwi")]} == set(range(DOCS))
