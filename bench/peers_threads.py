@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from pathlib import Path
 from bench.peers import POLL, TICK, Kbserver, _idle_rate, _settle, _tree
 from bench.peers_mix import MIX, setup
 
-_SPY = str(Path(sys.executable).with_name("py-spy"))
+_SPY = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
 
 
 def _threads(pid: int) -> dict[tuple[int, int], float]:
