@@ -58,7 +58,7 @@ class Binding:
     caller: Callable[[], Caller]
     process_run: RunInfo | None = None
     admin_token: str | None = None  # checks the approval card's admin credential (None: no card approvals)
-    public_url: str | None = None  # where people open the web admin when no HTTP request names it (stdio)
+    public_url: str | None = None  # the web admin's address (KBSERVER_PUBLIC_URL); None: relative links
     known: Callable[[], Caller | None] = lambda: None
 
     def run_of(self, rctx: _Ctx | None, run: str | None = None) -> RunInfo | None:

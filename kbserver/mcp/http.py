@@ -250,7 +250,11 @@ def mcp_http(
     manager running: see mount_mcp)."""
     _quiet_closing_sessions()
     binding = Binding(
-        services, _token_caller(services, admin_token), admin_token=admin_token, known=_verified_caller
+        services,
+        _token_caller(services, admin_token),
+        admin_token=admin_token,
+        public_url=public_url,
+        known=_verified_caller,
     )
     verifier = KBTokenVerifier(services, admin_token, public_url + MCP_PATH)
     server = build_server(binding, token_verifier=verifier, extra_tools=extra_tools, public_url=public_url)

@@ -170,7 +170,7 @@ def context_tools(binding: "Binding") -> list[Tool]:
         session = binding.session(ctx.request_context, run)
         result = session.submit(session.default_kb(kb), files, message, idempotency_key=idempotency_key)
         if isinstance(result, ProposalAccepted):  # the approval card's data, and its text
-            card = approval(services, session.caller, result.proposal.id, base_url(ctx) or binding.public_url)
+            card = approval(services, session.caller, result.proposal.id, binding.public_url)
             return approval_result(result.model_dump(mode="json"), card)
         return ok_result(result)
 
@@ -208,10 +208,3 @@ def _tool(
 ) -> Tool:
     description = inspect.cleandoc(fn.__doc__ or "")
     return KBTool.from_function(fn, title=title, description=description, annotations=annotations, meta=meta)
-
-
-def base_url(ctx: Context[Any, Any]) -> str | None:
-    """The server's base URL as the HTTP request named it (None over stdio)."""
-    request = ctx.request_context.request
-    url = getattr(request, "base_url", None)
-    return str(url) if url is not None else None

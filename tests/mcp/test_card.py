@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from kbserver.config import Settings
 from kbserver.mcp.card import CARD_URI
 from kbserver.services import Services
 from kbserver.services.access import agents
@@ -15,6 +16,7 @@ from kbserver.services.reviewing import versions
 from kbserver.services.writing import proposals
 from tests.helpers import ADMIN_TOKEN, git_fsck, make_agent, state
 from tests.mcp.clients import http_client, ok
+from tests.mcp.conftest import _Uvicorn
 
 pytestmark = pytest.mark.anyio
 
@@ -38,7 +40,9 @@ async def _propose(client: Client, path: str = "idea.md") -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("mode", MODES)
-async def test_the_card_is_an_mcp_app(http_url: str, services: Services, kb: str, mode: str) -> None:
+async def test_the_card_is_an_mcp_app(
+    http_url: str, settings: Settings, services: Services, kb: str, mode: str
+) -> None:
     make_agent(services, "asker", {kb: "read_write_ask"})
     async with _connect(http_url, services, "asker", mode) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -62,9 +66,27 @@ async def test_the_card_is_an_mcp_app(http_url: str, services: Services, kb: str
     shown = result["approval"]
     assert shown["status"] == "pending" and shown["files"] == [{"path": "idea.md", "mode": "create"}]
     assert shown["diff"][0]["change"] == "added" and "+an idea" in shown["diff"][0]["patch"]
-    assert shown["admin_url"] == f"{http_url}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}"
+    assert shown["admin_url"] == f"{settings.public}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}"
     # Without MCP Apps, the same as text: files, diff and where to approve.
     assert any("create idea.md" in t and shown["admin_url"] in t and "+an idea" in t for t in text)
+
+
+async def test_the_card_links_to_the_public_url_not_the_request(
+    settings: Settings, services: Services, kb: str
+) -> None:
+    """Behind a proxy the request names an internal address; the card links to KBSERVER_PUBLIC_URL."""
+    public = "https://kb.example.com"
+    server = _Uvicorn(settings.model_copy(update={"public_url": public}), services).start()
+    try:
+        make_agent(services, "asker", {kb: "read_write_ask"})
+        async with _connect(server.url, services, "asker", "auto") as client:
+            raw = await _propose_raw(client)
+    finally:
+        server.stop()
+    pid = ok(raw)["proposal"]["id"]
+    link = ok(raw)["approval"]["admin_url"]
+    assert link == f"{public}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}"
+    assert any(link in c.text for c in raw.content)  # the text card names the same link
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from kbserver.config import Settings
 from kbserver.core.model import WriteRequest
 from kbserver.mcp.card import CARD_URI
 from kbserver.services import Services
@@ -54,7 +55,7 @@ window.addEventListener("message", async (event) => {
 """
 
 
-async def test_approve_in_the_card(http_url: str, services: Services, kb: str) -> None:
+async def test_approve_in_the_card(http_url: str, settings: Settings, services: Services, kb: str) -> None:
     make_agent(services, "asker", {kb: "read_write_ask"})
     _, token = agents.rotate(services, ADMIN, "asker")
     async with http_client(http_url, {"Authorization": f"Bearer {token}"}) as asker:
@@ -101,7 +102,7 @@ async def test_approve_in_the_card(http_url: str, services: Services, kb: str) -
                 await card.get_by_role("button", name="Approve or reject in kbserver").click()
                 await card.get_by_text("Opened in kbserver").wait_for()
                 opened = await page.evaluate("window.opened")
-                assert opened == f"{http_url}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}", opened
+                assert opened == f"{settings.public}/admin/kbs/{kb}/proposals?p={pid}#p-{pid}", opened
                 assert state(services, kb) == before  # opening decides nothing
                 inner = next(f for f in page.frames if f != page.main_frame)
                 other = {"path": "idea.md", "mode": "create", "content": "someone else's\n"}
