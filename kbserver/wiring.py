@@ -8,7 +8,9 @@ the benchmarks all build services here.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from kbserver.control import ControlStore, PostgresControlStore, SqliteControlStore
@@ -26,7 +28,14 @@ from kbserver.store import Repos
 from kbserver.store.feed import Feed
 from kbserver.vectors import Embedder, QueryCache, load_embedder
 
-__all__ = ["open_control", "open_services"]
+__all__ = ["SINK_ENTRY_POINTS", "open_control", "open_services", "plugin_sinks"]
+
+SINK_ENTRY_POINTS = "kbserver.sinks"
+"""The entry-point group of third-party sinks: each names `make(folder: Path, options: Options) -> Sink`,
+given a node-local folder of its own (`{cache}/sinks/{entry point name}`)."""
+
+_SINK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_SINK_METHODS = ("covered", "apply", "reset", "idle", "close")
 
 
 def open_control(data: Path, options: Options) -> ControlStore:
@@ -53,10 +62,44 @@ def _embedder(spec: str | None) -> Embedder | None:
         ) from None
 
 
+def _sink_problem(source: str, what: str) -> InvalidRequest:
+    return InvalidRequest(f"sink {source} (entry point of {SINK_ENTRY_POINTS}): {what}", sink=source)
+
+
+def plugin_sinks(cache: Path, options: Options, taken: Sequence[str]) -> list[Sink]:
+    """The sinks of the installed packages (entry points `kbserver.sinks`), each built in its own
+    folder under `cache`. Raises InvalidRequest naming a plug-in that cannot be built, is not a sink,
+    or takes a name already taken (`taken`: the built-in sinks')."""
+    sinks: list[Sink] = []
+    names = set(taken)
+    for ep in sorted(entry_points(group=SINK_ENTRY_POINTS), key=lambda e: (e.name, e.value)):
+        source = f"{ep.name} ({ep.value})"
+        try:
+            make: Callable[[Path, Options], Sink] = ep.load()
+            folder = cache / "sinks" / ep.name
+            folder.mkdir(parents=True, exist_ok=True)
+            sink = make(folder, options)
+        except Exception as err:  # the plug-in's own failure: say which plug-in it is
+            raise _sink_problem(source, f"cannot be built: {type(err).__name__}: {err}") from err
+        missing = [m for m in _SINK_METHODS if not callable(getattr(sink, m, None))]
+        name = getattr(sink, "name", None)
+        if missing or not isinstance(name, str) or not _SINK_NAME.match(name):
+            what = (
+                f"lacks {', '.join(missing)}" if missing else f"its name {name!r} is not letters, digits, _.-"
+            )
+            raise _sink_problem(source, f"is not a sink: {what}")
+        if name in names:
+            raise _sink_problem(source, f"the sink name {name!r} is taken")
+        names.add(name)
+        sinks.append(sink)
+    return sinks
+
+
 def open_services(data: Path, options: Options | None = None, sinks: Sequence[Sink] = ()) -> Services:
     """The services of the data folder `data` (created when missing). Close them when done.
 
-    `sinks` are followed besides the search index (the embedding vectors, a test's sink).
+    `sinks` are followed besides the search index (the embedding vectors, a test's sink), and so are
+    the installed packages' (`plugin_sinks`).
     """
     options = options or Options()
     registry.dialects()  # the tool sets and reserved files of every dialect, plug-ins too: fail early
@@ -78,6 +121,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
         vectors = VectorSink(cache / "vectors", QueryCache(embedder), pool=pool)
         followed[vectors.name] = vectors
     followed.update((sink.name, sink) for sink in sinks)
+    followed.update((sink.name, sink) for sink in plugin_sinks(cache, options, list(followed)))
     holder: list[Follower] = []  # the follower is built after the progress that reads through it
 
     def covered(sink: str, slug: str) -> str | None:
