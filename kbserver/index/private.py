@@ -8,10 +8,9 @@ import `check` refuses any Whoosh but TESTED, or one lacking an attribute used h
 from __future__ import annotations
 
 import copy
-import importlib.metadata
 import secrets
-from collections.abc import Iterator, Mapping
-from types import CodeType, ModuleType
+from collections.abc import Mapping
+from types import ModuleType
 from typing import Any
 
 import whoosh.codec.base
@@ -27,6 +26,8 @@ from whoosh.matching import FilterMatcher
 from whoosh.query import qcore
 from whoosh.reading import SegmentReader
 from whoosh.writing import SegmentWriter
+
+from kbserver.core.pins import installed, missing_attributes, missing_uses
 
 __all__ = [
     "TESTED",
@@ -118,26 +119,6 @@ class WhooshChanged(RuntimeError):
     """The installed Whoosh is not the one this module was checked on: fix the pin, or this module."""
 
 
-def _codes(code: CodeType) -> Iterator[CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            yield from _codes(const)
-
-
-def _names_used(cls: type) -> set[str]:
-    """The attribute names the code of `cls`'s methods (and its bases', nested functions included) names."""
-    names: set[str] = set()
-    for klass in cls.__mro__[:-1]:
-        for value in vars(klass).values():
-            func = getattr(value, "fget", None) or getattr(value, "__func__", None) or value
-            code = getattr(func, "__code__", None)
-            if isinstance(code, CodeType):
-                for c in _codes(code):
-                    names.update(c.co_names)
-    return names
-
-
 def check(
     version: str | None, has: Mapping[Any, tuple[str, ...]] = HAS, uses: Mapping[type, tuple[str, ...]] = USES
 ) -> None:
@@ -146,15 +127,7 @@ def check(
     problems = []
     if version != TESTED:
         problems.append(f"version {version or 'not installed'} found, {TESTED} required")
-    for owner, names in has.items():
-        missing = [name for name in names if not hasattr(owner, name)]
-        if missing:
-            problems.append(f"{getattr(owner, '__qualname__', owner.__name__)} has no {', '.join(missing)}")
-    for cls, names in uses.items():
-        used = _names_used(cls)
-        missing = [name for name in names if name not in used]
-        if missing:
-            problems.append(f"{cls.__qualname__} no longer uses {', '.join(missing)}")
+    problems += missing_attributes(has) + missing_uses(uses)
     if problems:
         raise WhooshChanged(
             f"{DIST}: {'; '.join(problems)}. kbserver.index.private reads Whoosh internals checked on "
@@ -162,14 +135,7 @@ def check(
         )
 
 
-def _installed() -> str | None:
-    try:
-        return importlib.metadata.version(DIST)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-check(_installed())
+check(installed(DIST))
 
 
 # -- a segment reader's files -----------------------------------------------------------------------

@@ -7,17 +7,16 @@ outside 2.3.x, or one lacking any of these, with one error: never a silently ses
 
 from __future__ import annotations
 
-import importlib
-import importlib.metadata
 import re
-from collections.abc import Iterator, Mapping
-from types import CodeType, ModuleType
+from collections.abc import Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
 from mcp.server.lowlevel.server import Server
 from mcp.server.mcpserver import MCPServer
 from mcp.server.session import ServerSession
+
+from kbserver.core.pins import installed, missing_strings, missing_uses
 
 __all__ = [
     "POST_FAILED_LOGGER",
@@ -49,30 +48,6 @@ class SDKChanged(RuntimeError):
     """The installed MCP SDK is not the one this module was checked on: fix the pin, or this module."""
 
 
-def _codes(code: CodeType) -> Iterator[CodeType]:
-    yield code
-    for const in code.co_consts:
-        if isinstance(const, CodeType):
-            yield from _codes(const)
-
-
-def _code_of(owner: type | ModuleType) -> Iterator[CodeType]:
-    """The code of every function of a class (and its bases) or of a module's functions and classes."""
-    if isinstance(owner, ModuleType):
-        for value in vars(owner).values():
-            if isinstance(value, type) and value.__module__ == owner.__name__:
-                yield from _code_of(value)
-            elif isinstance(getattr(value, "__code__", None), CodeType):
-                yield from _codes(value.__code__)
-        return
-    for klass in owner.__mro__[:-1]:
-        for value in vars(klass).values():
-            func = getattr(value, "fget", None) or getattr(value, "__func__", None) or value
-            code = getattr(func, "__code__", None)
-            if isinstance(code, CodeType):
-                yield from _codes(code)
-
-
 def check(
     version: str | None,
     uses: Mapping[type, tuple[str, ...]] = USES,
@@ -83,15 +58,7 @@ def check(
     problems = []
     if version is None or re.fullmatch(re.escape(TESTED) + r"\.\d+", version) is None:
         problems.append(f"version {version or 'not installed'} found, {TESTED}.x required")
-    for cls, names in uses.items():
-        used = {name for code in _code_of(cls) for name in code.co_names}
-        missing = [name for name in names if name not in used]
-        if missing:
-            problems.append(f"{cls.__qualname__} no longer uses {', '.join(missing)}")
-    for module, text in logs:
-        consts = {c for code in _code_of(importlib.import_module(module)) for c in code.co_consts}
-        if text not in consts:
-            problems.append(f"{module} no longer logs {text!r}")
+    problems += missing_uses(uses) + missing_strings(logs)
     if problems:
         raise SDKChanged(
             f"{DIST}: {'; '.join(problems)}. kbserver.mcp.sdk reads MCP SDK internals checked on "
@@ -99,14 +66,7 @@ def check(
         )
 
 
-def _installed() -> str | None:
-    try:
-        return importlib.metadata.version(DIST)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-check(_installed())
+check(installed(DIST))
 
 
 def connection(session: ServerSession) -> Connection:
