@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
