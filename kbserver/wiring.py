@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
-from kbserver.control import ControlStore, PostgresControlStore, SqliteControlStore
+from kbserver.control import ControlStore, SqliteControlStore
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
 from kbserver.dialects import registry
@@ -44,6 +44,8 @@ def open_control(data: Path, options: Options) -> ControlStore:
     Raises Unavailable when the database cannot be reached or its schema is newer than this code.
     """
     if options.control_url:
+        from kbserver.control import PostgresControlStore  # psycopg only where it is used (~9 MB)
+
         return PostgresControlStore(options.control_url)
     return SqliteControlStore(data / "control.db")
 
@@ -112,8 +114,11 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     cache = options.cache_dir or data  # node-local: never Whoosh on network storage
     cache.mkdir(parents=True, exist_ok=True)
     feed: Events = Feed(cache)
-    if isinstance(control, PostgresControlStore):  # several nodes: new heads go through PostgreSQL too
-        feed = SharedFeed(feed, control.heads)
+    if options.control_url:  # several nodes: new heads go through PostgreSQL too
+        from kbserver.control import PostgresControlStore
+
+        if isinstance(control, PostgresControlStore):
+            feed = SharedFeed(feed, control.heads)
     search_index = SearchSink(cache / "index", pool)
     followed: dict[str, Sink] = {search_index.name: search_index}
     vectors: VectorSink | None = None
