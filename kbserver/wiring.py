@@ -20,8 +20,9 @@ from kbserver.dialects import registry
 from kbserver.services.context import Options, Services
 from kbserver.services.following.feeds import SharedFeed
 from kbserver.services.following.follower import Follower, Pace, Sink, SinkDamaged
-from kbserver.services.following.indexing import SearchSink
+from kbserver.services.following.indexing import INDEX_SINK, SearchSink
 from kbserver.services.following.progress import Progress
+from kbserver.services.following.serving import Serving
 from kbserver.services.following.vector_sink import VectorSink
 from kbserver.services.parts import Events
 from kbserver.store import Repos
@@ -151,6 +152,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
             lag_seconds=options.follower_lag_ms / 1000,
             lag_commits=options.follower_lag_commits,
         ),
+        served_idle_seconds=options.follow_idle_seconds if options.follow_served else None,
     )
     holder.append(follower)
     progress.on_wait = follower.want
@@ -158,6 +160,14 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     search_index.on_missing = follower.notify
     if vectors is not None:
         vectors.on_damaged = follower.report_damaged
+    if options.follow_served:  # every read tells the follower; one of a KB cold here waits for it
+        serving = Serving(
+            repos, progress, follower.want, follower.term, options.follow_idle_seconds, [INDEX_SINK]
+        )
+        search_index.on_read = serving.use
+        progress.on_use = serving.touch
+        if vectors is not None:
+            vectors.on_read = serving.use
     return Services(
         repos=repos,
         control=control,

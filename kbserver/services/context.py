@@ -10,7 +10,7 @@ from pathlib import Path
 from kbserver.control import ControlStore
 from kbserver.core.model import Limits
 from kbserver.core.pool import LeasePool
-from kbserver.services.following.follower import Sink
+from kbserver.services.following.catching_up import Sink
 from kbserver.services.following.progress import Progress
 from kbserver.services.parts import Events, Following, Repositories, TextSearch, VectorSearch
 from kbserver.store.writer import WAIT_SECONDS
@@ -30,6 +30,9 @@ class Options:
     write_wait_seconds: float = WAIT_SECONDS  # a write waits this long for a busy KB, then Busy (503 `busy`)
     # Follow main in this process when no other process does (False: a `kbserver worker` follows).
     follow: bool = True
+    # Index only the KBs used on this node lately (several nodes; kbserver.services.following.serving).
+    follow_served: bool = False
+    follow_idle_seconds: float = 600.0  # ... unused this long, a KB is no longer followed
     index_poll_seconds: float = 0.01  # how often the feed is looked at for other processes' commits
     follower_nice: int = 10  # the follower's sink threads run this many nice levels below the requests
     follower_batch_ms: float = 500.0  # while commits stream in, a sink waits up to this long to batch them

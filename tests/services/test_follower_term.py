@@ -14,7 +14,7 @@ from kbserver.core.model import Create, WriteRequest
 from kbserver.index.engine import SearchIndex
 from kbserver.services import Services, kbs
 from kbserver.services.access.auth import ADMIN
-from kbserver.services.following import follower
+from kbserver.services.following import leading
 from kbserver.services.writing import writes
 from kbserver.wiring import open_services
 
@@ -32,13 +32,13 @@ def _await_lead(services: Services, what: str) -> None:
 
 def _before_each_term_write(monkeypatch: pytest.MonkeyPatch, hook: Callable[[], None]) -> None:
     """Call `hook` in the follower's thread right before it records a new term (it may raise)."""
-    record = follower._next_term
+    record = leading._next_term
 
     def hooked(fd: int) -> int:
         hook()
         return record(fd)
 
-    monkeypatch.setattr(follower, "_next_term", hooked)
+    monkeypatch.setattr(leading, "_next_term", hooked)
 
 
 def test_a_leader_is_leading_only_once_its_term_is_in_the_lock_file(

@@ -3,8 +3,10 @@
 Each sink records the version it covers in its own storage, so a restart resumes from there and a
 rebuild is a diff from nothing. New heads come from this process's writers (`notify`) and from the
 data folder's feed, which every process appends to. One process per data folder follows at a time
-(it holds `follower.lock`); the others stand by, learn the sinks' progress from the feed, and take
-over when the lock frees. Readers never repair a sink: they `report_damaged`, the follower rebuilds.
+(it holds `follower.lock`, kbserver.services.following.leading); the others stand by, learn the
+sinks' progress from the feed, and take over when the lock frees. Readers never repair a sink: they
+`report_damaged`, the follower rebuilds (kbserver.services.following.catching_up). With several
+nodes it may follow only the KBs used on its node (kbserver.services.following.serving).
 
 Each sink has a thread of its own: a slow sink (embedding costs tens of milliseconds a passage)
 never holds up a fast one (the keyword index), so a write is searchable by its words as soon as the
@@ -27,22 +29,19 @@ waits.
 
 from __future__ import annotations
 
-import fcntl
-import functools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
-from kbserver.core.errors import KBError, NotFound
+from kbserver.core.errors import KBError
+from kbserver.services.following.catching_up import CatchUp, Delta, Sink, SinkDamaged, unfenced
+from kbserver.services.following.leading import Lead, NotLeading, read_term
 from kbserver.services.following.progress import Progress
+from kbserver.services.following.serving import Warm
 from kbserver.services.following.sink_worker import Pace, SinkWorker, lower_thread_priority
-from kbserver.services.parts import EventReader, Events, Repositories, Repository, Watch
-from kbserver.store import Change
+from kbserver.services.parts import EventReader, Events, Repositories, Watch
 from kbserver.store.feed import Covered, Damaged, Head, Wanted
 
 __all__ = ["Delta", "Follower", "NotLeading", "Pace", "Sink", "SinkDamaged", "lower_thread_priority"]
@@ -54,67 +53,12 @@ LEADER_RETRY_SECONDS = 1.0  # a standby process tries to become the follower thi
 # With a watch of the feed the loop wakes when a line comes; it still looks this often (a standby's
 # try to lead, and anything the watch could not see).
 WATCHED_POLL_SECONDS = 0.5
-RETRY_SECONDS = (1.0, 2.0, 5.0, 15.0, 60.0)  # a failing sink is retried after these pauses
-
-
-class SinkDamaged(Exception):
-    """A sink's storage for one KB cannot be read; the follower resets and rebuilds it."""
-
-
-@dataclass(frozen=True)
-class Delta:
-    """What changed on main between `base` (None: nothing, a rebuild) and `version`."""
-
-    slug: str
-    version: str
-    base: str | None
-    changes: Sequence[Change]  # sorted by path; added/modified carry new_blob, deleted old_blob
-    read: Callable[[str], bytes]  # a blob id's bytes
-    progress: Callable[[int, int | None], None] | None = None  # long rebuilds: (done, total or None)
-    # Raises NotLeading once another process took the lead: a sink calls it under its own write
-    # lock, right before it commits, so a leader that lost its term meanwhile never writes.
-    fence: Callable[[], None] = lambda: None
-
-
-class NotLeading(Exception):
-    """This process no longer follows main (another took a larger term): a sink's write is refused."""
-
-
-class Sink(Protocol):
-    """Something derived from a KB's files that follows main."""
-
-    name: str  # also its feed name: letters, digits, `_.-`
-
-    def covered(self, slug: str) -> str | None:
-        """The version this sink's storage records for `slug` (None: nothing). Raises SinkDamaged."""
-        ...
-
-    def apply(self, delta: Delta) -> None:
-        """Apply `delta` and record `delta.version`, atomically, calling `delta.fence()` under the
-        sink's write lock right before it commits (what it raises cancels the write). Raises
-        SinkDamaged."""
-        ...
-
-    def reset(self, slug: str) -> None:
-        """Remove this sink's storage for `slug` (damaged, or the KB is gone)."""
-        ...
-
-    def idle(self, paused: bool) -> None:
-        """Housekeeping off the apply path: at a short break between deltas (`paused` False: only
-        what cannot wait, such as many small index segments), and once commits pause (True)."""
-        ...
-
-    def close(self) -> None: ...
-
-
-@dataclass
-class _Failure:
-    attempts: int
-    retry_at: float
 
 
 class Follower:
-    """Keeps every sink equal to main for every KB, in a background thread."""
+    """Keeps every sink equal to main for every KB (or, `served_idle_seconds` set, for every KB
+    used on this node within that many seconds: kbserver.services.following.serving), in the
+    background."""
 
     def __init__(
         self,
@@ -127,26 +71,24 @@ class Follower:
         poll_seconds: float = 0.05,
         lead: bool = True,
         pace: Pace | None = None,
+        served_idle_seconds: float | None = None,
     ) -> None:
         """`pace`: how the sinks keep out of the requests' way and how far behind they may fall
-        (kbserver.services.following.sink_worker; default: at the requests' priority, each commit at once)."""
+        (kbserver.services.following.sink_worker; default: at the requests' priority, each commit
+        at once). `served_idle_seconds`: follow only the KBs used here (None: every KB)."""
         self._repos = repos
         self._feed = feed
         self.sinks = list(sinks)
         self._progress = progress
-        self._lock_path = lock_path
+        self._lead = Lead(lock_path)
+        self._catch = CatchUp(repos, feed, progress)
         self._poll = poll_seconds
         self._want_lead = lead
         self._pace = pace or Pace()
-        self._lock_fd: int | None = None
-        self._lead_lock = threading.Lock()  # the sink threads check and drop the lead concurrently
-        self._term = 0  # the fencing token of this process's leadership: each new leader's is larger
+        self._warm = Warm(served_idle_seconds) if served_idle_seconds is not None else None
         self._cond = threading.Condition()
         self._pending: set[str] = set()
         self._wanted: set[tuple[str, str, str]] = set()  # (sink, slug, version) a reader waits for
-        self._rebuild: set[tuple[str, str]] = set()  # (sink, slug) reported damaged: rebuild
-        self._failures: dict[tuple[str, str], _Failure] = {}
-        self._locks: dict[tuple[str, str], threading.Lock] = {}  # (sink, slug): one catch-up at a time
         self._thread: threading.Thread | None = None
         self._workers: list[SinkWorker[Sink]] = []
         self._stopping = False
@@ -157,7 +99,16 @@ class Follower:
     @property
     def leading(self) -> bool:
         """True while this process is the data folder's follower."""
-        return self._lock_fd is not None
+        return self._lead.leading
+
+    @property
+    def served(self) -> bool:
+        """Whether only the KBs used here are followed."""
+        return self._warm is not None
+
+    def term(self) -> int:
+        """The term of the process that follows now (this one's, else the one in the lock file)."""
+        return self._lead.term if self.leading else read_term(self._lead.lock_path)
 
     def behind(self) -> dict[str, tuple[int, float]]:
         """Each sink's lag while this process follows: (commits waiting, age of the oldest in seconds)."""
@@ -169,7 +120,7 @@ class Follower:
             return
         self._stopping = False
         self._workers = [
-            SinkWorker(sink, self._pace, self._poll, self._follow_sink, self._due, self._covers)
+            SinkWorker(sink, self._pace, self._poll, self._follow_sink, self._catch.due, self._covers)
             for sink in self.sinks
         ]
         for worker in self._workers:
@@ -189,64 +140,14 @@ class Follower:
         for worker in self._workers:
             worker.thread.join(timeout=60)
         self._workers = []
-        self._release()
+        self._lead.release()
 
     def _try_lead(self) -> bool:
-        with self._lead_lock:
-            if self._lock_fd is not None:
-                return True
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
-                return False
-            try:
-                term = _next_term(fd)
-            except OSError as exc:  # the term cannot be recorded: leading without it is unfenced
-                os.close(fd)  # the flock goes with it; the next lead try comes later
-                log.warning("could not record a follower term in %s: %s", self._lock_path, exc)
-                return False
-            # leading only once the term is in the file: whoever sees `leading` may read it
-            self._term, self._lock_fd = term, fd
-        log.info("this process follows main (term %d; sinks: %s)", self._term, self._names())
+        if not self._lead.try_lead():
+            return False
+        names = ", ".join(s.name for s in self.sinks)
+        log.info("this process follows main (term %d; sinks: %s)", self._lead.term, names)
         return True
-
-    def _still_leading(self) -> bool:
-        """Whether no other process took the lead since (its term would be larger): a flock on a
-        network file system can be lost with the connection, so the leader checks before it writes.
-        Under the lead lock: every sink thread checks, and two that find a larger term at once must
-        not both close the file (the second close would hit a descriptor reused elsewhere)."""
-        with self._lead_lock:
-            fd = self._lock_fd
-            if fd is None:
-                return False
-            try:
-                if _read_term(fd) == self._term:
-                    return True
-            except OSError:  # the lock file cannot be read now (a network file system): do not write
-                return False
-            self._drop_lead()
-        log.error("another process took over following main (term > %d); standing by", self._term)
-        return False
-
-    def _fence(self) -> None:
-        """Raise NotLeading unless this process still leads with its term (a sink's last check)."""
-        if not self._still_leading():
-            raise NotLeading(f"another process took over following main (term > {self._term})")
-
-    def _release(self) -> None:
-        with self._lead_lock:
-            self._drop_lead()
-
-    def _drop_lead(self) -> None:
-        """Close the lock file, which releases the flock (the lead lock held)."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
-
-    def _names(self) -> str:
-        return ", ".join(s.name for s in self.sinks)
 
     # -- events ------------------------------------------------------------------------------------
     def notify(self, slug: str) -> None:
@@ -263,16 +164,17 @@ class Follower:
         """A reader found `sink`'s storage of `slug` damaged: rebuild it (here or in the follower)."""
         self._progress.forget(sink, slug)
         if self.leading:
+            self._catch.rebuild(sink, slug)
             with self._cond:
-                self._rebuild.add((sink, slug))
+                self._wanted.add((sink, slug, ""))  # a use of the KB: followed, if it was not
                 self._pending.add(slug)
                 self._cond.notify_all()
         else:
             self._feed.damaged(sink, slug)
 
     def want(self, sink: str, slug: str, version: str) -> None:
-        """A reader starts waiting for `sink` to cover `version` of `slug`: apply it at once, at
-        the requests' priority (here, or in the follower through the feed)."""
+        """A reader starts waiting for `sink` to cover `version` of `slug` (or reads it): apply it
+        at once, at the requests' priority (here, or in the follower through the feed)."""
         if self.leading:
             with self._cond:
                 self._wanted.add((sink, slug, version))
@@ -301,7 +203,7 @@ class Follower:
                     wanted, self._wanted = self._wanted, set()
                     self._rung = False  # a line that comes from now on rings again
                 records, rotated = reader.poll()
-                commits = 0  # every commit, of any process, appends one Head to the feed
+                heads: list[str] = []  # every commit, of any process, appends one Head to the feed
                 now = time.monotonic()
                 if not self.leading and self._want_lead and now >= next_lead_try:
                     next_lead_try = now + LEADER_RETRY_SECONDS
@@ -312,24 +214,32 @@ class Follower:
                         if not self.leading:  # the follower's own lines are old news to itself
                             self._progress.record(record.sink, record.slug, record.version)
                     elif isinstance(record, Head):
-                        slugs.add(record.slug)
-                        commits += 1
+                        heads.append(record.slug)
                     elif isinstance(record, Damaged):
                         self._progress.forget(record.sink, record.slug)
-                        with self._cond:
-                            self._rebuild.add((record.sink, record.slug))
+                        self._catch.rebuild(record.sink, record.slug)
                         slugs.add(record.slug)
+                        wanted.add((record.sink, record.slug, ""))  # a use of the KB, not a version
                     elif isinstance(record, Wanted):
                         wanted.add((record.sink, record.slug, record.version))
                 if not self.leading:
                     continue
+                slugs.update(heads)
                 if rotated or now >= next_reconcile:
                     slugs.update(self._repos.slugs())
                     next_reconcile = now + RECONCILE_SECONDS
+                if self._warm is not None:  # only the KBs used here; a KB used again catches up
+                    slugs |= self._warm.use({slug for _, slug, _ in wanted}, now)
+                    slugs = self._warm.keep(slugs, now)
+                    heads = [slug for slug in heads if slug in slugs]
                 for worker in self._workers:  # each sink follows in its own thread
                     if slugs:
-                        worker.add(slugs, commits)
-                    hurried = [(slug, version) for sink, slug, version in wanted if sink == worker.sink.name]
+                        worker.add(slugs, len(heads))
+                    hurried = [
+                        (slug, version)
+                        for sink, slug, version in wanted
+                        if sink == worker.sink.name and version
+                    ]
                     if hurried:
                         worker.hurry(hurried)
         finally:
@@ -382,10 +292,6 @@ class Follower:
         return thread
 
     # -- following one KB ----------------------------------------------------------------------------
-    def _lock(self, sink: str, slug: str) -> threading.Lock:
-        with self._cond:
-            return self._locks.setdefault((sink, slug), threading.Lock())
-
     def _covers(self, sink: str, slug: str, version: str) -> bool:
         """Whether `sink` covers `version` of `slug` (a KB gone: as good as covered)."""
         try:
@@ -393,40 +299,11 @@ class Follower:
         except KBError:
             return True
 
-    def _due(self, sink: str, now: float) -> set[str]:
-        """The KBs whose failed catch-up of `sink` is due for a retry."""
-        with self._cond:
-            return {slug for (name, slug), f in self._failures.items() if name == sink and f.retry_at <= now}
-
     def _follow_sink(self, sink: Sink, slug: str) -> bool:
         """Bring one sink of one KB to main's head (in that sink's thread); True if it applied a delta."""
-        if not self._still_leading():
+        if not self._lead.still_leading():
             return False
-        with self._cond:
-            failure = self._failures.get((sink.name, slug))
-            if failure is not None and failure.retry_at > time.monotonic():
-                return False
-            rebuild = (sink.name, slug) in self._rebuild
-            self._rebuild.discard((sink.name, slug))
-        try:
-            applied = self._catch_up_one(sink, slug, rebuild, None, self._fence)
-        except NotFound:
-            return False  # the KB is gone
-        except NotLeading:
-            return False  # the new leader follows it (this process stands by, and said so)
-        except Exception as e:
-            attempts = failure.attempts + 1 if failure else 1
-            pause = RETRY_SECONDS[min(attempts, len(RETRY_SECONDS)) - 1]
-            with self._cond:
-                self._failures[(sink.name, slug)] = _Failure(attempts, time.monotonic() + pause)
-            self._progress.fail(sink.name, slug, f"{type(e).__name__}: {e}")
-            log.exception(
-                "sink %s failed on KB %s (attempt %d); retrying in %g s", sink.name, slug, attempts, pause
-            )
-            return False
-        with self._cond:
-            self._failures.pop((sink.name, slug), None)
-        return applied
+        return self._catch.follow(sink, slug, self._lead.fence)
 
     def catch_up(
         self,
@@ -447,81 +324,5 @@ class Follower:
         head = self._repos.repo(slug).head()
         for sink in self.sinks:
             if sinks is None or sink.name in sinks:
-                self._catch_up_one(sink, slug, rebuild, progress, _unfenced)
+                self._catch.one(sink, slug, rebuild, progress, unfenced)
         return head
-
-    def _catch_up_one(
-        self,
-        sink: Sink,
-        slug: str,
-        rebuild: bool,
-        progress: Callable[[str, int, int | None], None] | None,
-        fence: Callable[[], None],
-    ) -> bool:
-        """One sink of `slug` to main's head, rebuilt when damaged; True if a delta was applied.
-        `fence` is the delta's: the leader's term check (none for `kbserver reindex`)."""
-        repo = self._repos.repo(slug)
-        with self._lock(sink.name, slug):
-            head = repo.head()
-            if head is None:
-                return False
-            try:
-                return self._catch_up_sink(sink, slug, head, rebuild, progress, fence)
-            except SinkDamaged as e:
-                fence()  # a stale leader resets nothing
-                log.warning("sink %s of KB %s is damaged (%s); rebuilding it", sink.name, slug, e)
-                self._progress.record(sink.name, slug, None)
-                sink.reset(slug)
-                return self._catch_up_sink(sink, slug, head, True, progress, fence)
-
-    def _catch_up_sink(
-        self,
-        sink: Sink,
-        slug: str,
-        head: str,
-        rebuild: bool,
-        progress: Callable[[str, int, int | None], None] | None,
-        fence: Callable[[], None],
-    ) -> bool:
-        repo = self._repos.repo(slug)
-        if rebuild:  # a delta from nothing; the sink replaces what it had (the index swaps atomically)
-            base = None
-        else:
-            base = sink.covered(slug)
-            if base == head:
-                self._progress.record(sink.name, slug, head)
-                return False
-        if base is not None and not _ancestor(repo, base, head):
-            base = None  # not on main (the KB was recreated, the sink is foreign): start from nothing
-        changes = repo.changes(base, head)
-        step = None if progress is None else functools.partial(progress, sink.name)
-        sink.apply(Delta(slug, head, base, changes, repo.blob, step, fence))
-        self._progress.record(sink.name, slug, head)
-        self._feed.covered(sink.name, slug, head)
-        return True
-
-
-def _unfenced() -> None:
-    """The fence of a catch-up outside the lead (`kbserver reindex`): none."""
-
-
-def _read_term(fd: int) -> int:
-    text = os.pread(fd, 32, 0).split(b"\n")[0].strip()
-    return int(text) if text.isdigit() else 0
-
-
-def _next_term(fd: int) -> int:
-    """Record a new leadership term in the lock file (held): one more than the last one."""
-    term = _read_term(fd) + 1
-    data = b"%d\n" % term
-    os.pwrite(fd, data, 0)
-    os.ftruncate(fd, len(data))
-    os.fsync(fd)
-    return term
-
-
-def _ancestor(repo: Repository, base: str, head: str) -> bool:
-    try:
-        return repo.resolve(base) == base and repo.reaches(head, base)
-    except (KBError, KeyError):
-        return False

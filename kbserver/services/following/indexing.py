@@ -15,7 +15,7 @@ from typing import TypeVar
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
 from kbserver.index import IndexCorrupt, SearchIndex, SearchResult, index_exists
-from kbserver.services.following.follower import Delta, SinkDamaged
+from kbserver.services.following.catching_up import Delta, SinkDamaged
 
 T = TypeVar("T")
 
@@ -43,9 +43,12 @@ class SearchSink:
         self._pool = (pool if pool is not None else LeasePool(1 << 62)).kind(
             "index", self._open, SearchIndex.close, SearchIndex.weight
         )
-        # Set by the composition: told when a reader finds an index damaged, or missing.
+        # Set by the composition: told when a reader finds an index damaged, or missing, and before
+        # every search (a node that follows only the KBs it serves learns of a use there, and a
+        # search of a KB not followed lately waits there for its catch-up).
         self.on_damaged: Callable[[str, str], None] = lambda _sink, _slug: None
         self.on_missing: Callable[[str], None] = lambda _slug: None
+        self.on_read: Callable[[str, str], None] = lambda _sink, _slug: None
 
     def _open(self, slug: str) -> SearchIndex:
         return SearchIndex(self._folder / slug)
@@ -122,6 +125,7 @@ class SearchSink:
 
         A KB whose index is not built yet has no hits and no version.
         """
+        self.on_read(self.name, slug)
         found = self._read(
             slug,
             lambda ix: ix.search(

@@ -32,6 +32,8 @@ class Progress:
     """
 
     on_wait: Callable[[str, str, str], None] | None = None
+    # Told `(slug, sinks)` at each wait's first look: a wait is a use of the KB (serving.Serving).
+    on_use: Callable[[str, Sequence[str]], None] | None = None
 
     def __init__(self, repos: Repositories, sinks: Sequence[str], read_covered: CoveredReader) -> None:
         self._repos = repos
@@ -174,7 +176,13 @@ class Progress:
                     self._cond.wait_for(functools.partial(self._moved, seen), timeout=remaining)
 
     def _look(self, slug: str, version: str, sinks: Sequence[str] | None, first: bool) -> bool:
-        """`covers`; at a wait's first look, tell `on_wait` of each sink that does not cover yet."""
+        """`covers`; at a wait's first look, tell `on_use`, and `on_wait` of each sink that does not
+        cover yet."""
+        if first and self.on_use is not None:
+            try:
+                self.on_use(slug, sinks or self.sinks)
+            except (OSError, KBError) as e:
+                log.warning("could not tell the follower that KB %s is used: %s", slug, e)
         if self.covers(slug, version, sinks):
             return True
         if first and self.on_wait is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kbserver.core.errors import Unavailable
 from kbserver.core.pool import LeasePool
-from kbserver.services.following.follower import Delta, SinkDamaged
+from kbserver.services.following.catching_up import Delta, SinkDamaged
 from kbserver.vectors import (
     Embedder,
     Known,
@@ -69,8 +69,10 @@ class VectorSink:
             "vectors", self._open, VectorStore.close, VectorStore.weight
         )
         self._passages = PassageCache()  # embedded on a request's path (never written to the folder)
-        # Set by the composition: told when a reader finds a folder damaged.
+        # Set by the composition: told when a reader finds a folder damaged, and before every read
+        # (kbserver.services.following.indexing.SearchSink.on_read says why).
         self.on_damaged: Callable[[str, str], None] = lambda _sink, _slug: None
+        self.on_read: Callable[[str, str], None] = lambda _sink, _slug: None
 
     def _open(self, slug: str) -> VectorStore:
         return VectorStore(self._folder / slug, self.embedder)
@@ -163,6 +165,7 @@ class VectorSink:
     ) -> tuple[Ranking, str | None]:
         """`search` as a Ranking (with the paths that have a vector, and the lowest score), and the
         version the vectors cover. Raises Unavailable while the folder is damaged."""
+        self.on_read(self.name, slug)
         if not (self._folder / slug / "vectors.db").exists():
             return Ranking([], frozenset(), None), None
         try:
@@ -188,6 +191,7 @@ class VectorSink:
         embedded here (kept in memory only); the rest answer None. Raises Unavailable (damaged folder).
         """
         known = Known()
+        self.on_read(self.name, slug)
         if (self._folder / slug / "vectors.db").exists():
             try:
                 with self._pool.lease(slug) as vs:
