@@ -308,6 +308,10 @@ class Events(Protocol):
         """A reader waits for `sink` to cover `version` of `slug` (the follower hurries it)."""
         ...
 
+    def earlier(self) -> list[Record]:
+        """This node's records before now, as far back as they are kept (one log file)."""
+        ...
+
 
 class Following(Protocol):
     """Turns new heads into deltas for the sinks, in this process or in the one that follows."""

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from kbserver.store.watch import FolderWatch
 
-__all__ = ["Covered", "Damaged", "Feed", "FeedReader", "Head", "Wanted"]
+__all__ = ["Covered", "Damaged", "Feed", "FeedReader", "Head", "Record", "Wanted"]
 
 _MAX_BYTES = 4 * 1024 * 1024
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
@@ -127,6 +127,15 @@ class Feed:
     def reader(self) -> FeedReader:
         """A reader that starts at the current end of the log (earlier lines are history)."""
         return FeedReader(self.path)
+
+    def earlier(self) -> list[Record]:
+        """Every record in the current log (at most `max_bytes`): a new follower learns from the `W`
+        lines which KBs were used lately (kbserver.services.following.serving)."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        return [r for r in map(_parse, data.split(b"\n")[:-1]) if r is not None]
 
 
 class FeedReader:

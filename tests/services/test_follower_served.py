@@ -4,6 +4,8 @@ longer followed, then comes back correct at its next search."""
 
 from __future__ import annotations
 
+import dataclasses
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,3 +106,34 @@ def test_follow_is_served_with_a_control_url_and_all_without(tmp_path: Path) -> 
     assert Settings(data=tmp_path, control_url=url).options().follow_served  # type: ignore[arg-type]
     assert not Settings(data=tmp_path, control_url=url, follow="all").options().follow_served  # type: ignore[arg-type]
     assert Settings.from_env(data=tmp_path, follow="served").options().follow_served
+
+
+def test_a_follower_that_starts_late_follows_the_kbs_used_before(tmp_path: Path) -> None:
+    """The serving process may tell of a use before its follower reads the feed (a child starting
+    or restarting): the follower takes the KBs named in the feed's `W` lines as used when it leads."""
+    cache = tmp_path / "cache"
+    options = Options(embedder=None, cache_dir=cache, follow_served=True, follow_idle_seconds=600)
+    server = open_services(tmp_path / "data", dataclasses.replace(options, follow=False))
+    server.start()
+    try:
+        kbs.create(server, ADMIN, "notes")
+        version = _write(server, "notes", "a.md", "albatross")
+        waited: list[bool] = []
+        waiter = threading.Thread(
+            target=lambda: waited.append(server.progress.wait_blocking("notes", version, 60))
+        )
+        waiter.start()  # told once, at its first look, while nobody follows
+        deadline = time.monotonic() + 60
+        while b"W index notes" not in (cache / "feed.log").read_bytes():
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        worker = open_services(tmp_path / "data", options)
+        worker.start()
+        try:
+            waiter.join(timeout=90)
+            assert waited == [True]
+            assert _found(server, "notes", "albatross") == ["a.md"]
+        finally:
+            worker.close()
+    finally:
+        server.close()

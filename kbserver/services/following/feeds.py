@@ -105,6 +105,9 @@ class SharedFeed:
     def wanted(self, sink: str, slug: str, version: str) -> None:
         self.local.wanted(sink, slug, version)  # this node's sinks: each node indexes into its own cache
 
+    def earlier(self) -> list[Record]:
+        return self.local.earlier()  # this node's records: the KBs used on this node
+
     def reader(self) -> SharedReader:
         return SharedReader(self.local.reader(), self.heads, self.catch_up_seconds)
 

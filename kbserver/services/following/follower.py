@@ -209,6 +209,9 @@ class Follower:
                     next_lead_try = now + LEADER_RETRY_SECONDS
                     if self._try_lead():
                         next_reconcile = 0.0
+                        if self._warm is not None:  # the KBs used lately, before this process led
+                            used = {(r.sink, r.slug) for r in self._feed.earlier() if isinstance(r, Wanted)}
+                            wanted |= {(sink, slug, "") for sink, slug in used}  # a use, no version
                 for record in records:
                     if isinstance(record, Covered):
                         if not self.leading:  # the follower's own lines are old news to itself

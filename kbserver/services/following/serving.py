@@ -2,6 +2,8 @@
 
 `Warm` is the follower's side: the KBs used lately (a search, an index wait, a damaged report: each
 comes to it as a `want`, in-process or as a `W` line of the node's feed); only those are followed.
+A follower that takes the lead (a start, a restart) takes every KB named by a `W` line still in the
+node's feed as used: the serving process may have told before the follower read the feed.
 A KB unused for `idle_seconds` goes cold: its heads are ignored and its index stays on disk as it
 is, resuming from its recorded version when the KB is used again.
 
