@@ -4,13 +4,20 @@ Runs a throwaway PostgreSQL (tests/pg.py), kbserver nodes on one data folder wit
 folders, and HAProxy with deploy/haproxy.cfg in front (tests/cluster/harness.py), then prints, in
 one run, side by side:
 - writes/s through the balancer, 1 node vs 3 nodes, with the writers on distinct KBs and on one KB;
-- each node's index lag (a write acknowledged -> that node's search covers it), p50/p95;
+- each node's index lag (a write acknowledged -> that node's search covers it), p50/p95, after
+  one write and wait that make the KB used on every node (`follow=served` follows only those);
+- what the first search of a KB cold on its node waits (50 writes on node1, none searched there,
+  then one search on node2 and on node3), against the search after it;
 - requests that failed (no retry) while node2 was SIGKILLed and restarted, of all sent;
 - where the CPU went while writing to distinct KBs: ms of CPU per acknowledged write of each
   process (each node's server and its follower child, HAProxy, PostgreSQL, this client), from
   /proc (utime + stime), and the cores all of them kept busy.
 
+Each KB written to distinct is searched once through the balancer first, so its node serves it.
+
     python -m bench.cluster [--writers 12] [--seconds 6] [--set KBSERVER_X=value ...] [--only distinct]
+
+`--only distinct` leaves out the writes to one KB and the node killed mid-run.
 """
 
 from __future__ import annotations
@@ -140,10 +147,11 @@ def writes_per_second(
 
 
 def index_lag(url: str, nodes: list[Node], slug: str, samples: int) -> dict[str, list[float]]:
-    """For each write (one at a time): how long until each node's index covers it, in ms."""
+    """For each write (one at a time): how long until each node's index covers it, in ms. The first
+    write is not counted: its waits make the KB used on every node."""
     lags: dict[str, list[float]] = {n.name: [] for n in nodes}
     with httpx.Client(base_url=url, headers=AUTH, timeout=60) as http:
-        for i in range(samples):
+        for i in range(-1, samples):
             body = {"files": [{"path": f"lag/{i}.md", "mode": "create", "content": f"lag {i}\n"}]}
             r = http.post(f"/api/v1/kbs/{slug}/write", json=body)
             acked = time.monotonic()
@@ -154,7 +162,33 @@ def index_lag(url: str, nodes: list[Node], slug: str, samples: int) -> dict[str,
                 t.start()
             for t in threads:
                 t.join()
+            if i < 0:
+                lags = {n.name: [] for n in nodes}
     return lags
+
+
+def cold_search(nodes: list[Node], writes: int) -> str:
+    """`writes` writes to a new KB on node1, then the first search of it on each other node (where
+    it is cold: never searched there) against the second; every write must be found."""
+    slug = "cold"
+    lines = []
+    with httpx.Client(base_url=nodes[0].url, headers=AUTH, timeout=60) as http:
+        http.post("/api/v1/kbs", json={"slug": slug}).raise_for_status()
+        for i in range(writes):
+            body = {"files": [{"path": f"c/{i}.md", "mode": "create", "content": f"cormorant {i}\n"}]}
+            http.post(f"/api/v1/kbs/{slug}/write", json=body).raise_for_status()
+    for node in nodes[1:]:
+        took = []
+        for _ in range(2):
+            t0 = time.monotonic()
+            r = httpx.get(
+                f"{node.url}/api/v1/kbs/{slug}/search", params={"q": "cormorant"}, headers=AUTH, timeout=90
+            )
+            took.append((time.monotonic() - t0) * 1000)
+            total = r.json()["total"] if r.status_code == 200 else f"HTTP {r.status_code}"
+        lines.append(f"| {node.name} | {took[0]:.0f} | {took[1]:.0f} | {total} of {writes} |")
+    head = f"| node (KB cold there, {writes} writes on node1) | first search ms | next search ms | found |"
+    return "\n".join([head, "| --- | --- | --- | --- |", *lines])
 
 
 def _wait(node: Node, slug: str, version: str, acked: float, lags: dict[str, list[float]]) -> None:
@@ -168,6 +202,7 @@ def main() -> None:
     ap.add_argument("--writers", type=int, default=12)
     ap.add_argument("--seconds", type=float, default=6.0)
     ap.add_argument("--lag-samples", type=int, default=30)
+    ap.add_argument("--cold-writes", type=int, default=50)
     ap.add_argument("--set", action="append", default=[], help="KBSERVER_X=value for every node")
     ap.add_argument("--only", choices=["distinct"], help="measure writes/s on distinct KBs only")
     args = ap.parse_args()
@@ -178,7 +213,7 @@ def main() -> None:
     pg = PostgresServer(bindir).start()
     rows: dict[str, dict[str, str]] = {}
     lags: dict[str, list[float]] = {}
-    outage = ""
+    outage = cold = ""
     cpu: dict[int, tuple[dict[str, float], int, float]] = {}  # nodes -> (CPU s per process, writes, s)
     try:
         for count in (1, 3):
@@ -189,6 +224,13 @@ def main() -> None:
                     for slug in [*slugs, "one"]:
                         httpx.post(
                             f"{balancer.url}/api/v1/kbs", json={"slug": slug}, headers=AUTH, timeout=60
+                        )
+                    for slug in slugs:  # each KB used on its node (the balancer sends it there)
+                        httpx.get(
+                            f"{balancer.url}/api/v1/kbs/{slug}/search",
+                            params={"q": "x"},
+                            headers=AUTH,
+                            timeout=60,
                         )
                     before, t0 = cpu_snapshot(nodes, balancer, pg), time.monotonic()
                     distinct, _ = writes_per_second(balancer.url, slugs, args.writers, args.seconds, "d")
@@ -203,8 +245,10 @@ def main() -> None:
                         "distinct": f"{distinct:.1f}",
                         "one": f"{one:.1f}",
                     }
-                    if count == 3 and args.only is None:
+                    if count == 3:
                         lags = index_lag(balancer.url, nodes, "kb0", args.lag_samples)
+                        cold = cold_search(nodes, args.cold_writes)
+                    if count == 3 and args.only is None:
                         outage = _outage(balancer.url, nodes[1], slugs, args.writers, args.seconds)
                 finally:
                     stop(nodes, balancer)
@@ -222,15 +266,16 @@ def main() -> None:
     print()
     print_cpu(cpu)
     print()
-    if args.only is not None:
-        return
     print("| node | index lag p50 ms | p95 ms |")
     print("| --- | --- | --- |")
     for name, values in lags.items():
         p95 = statistics.quantiles(values, n=20)[18] if len(values) >= 2 else values[0]
         print(f"| {name} | {statistics.median(values):.1f} | {p95:.1f} |")
     print()
-    print(outage)
+    print(cold)
+    if outage:
+        print()
+        print(outage)
 
 
 def print_cpu(cpu: dict[int, tuple[dict[str, float], int, float]]) -> None:
@@ -248,6 +293,9 @@ def print_cpu(cpu: dict[int, tuple[dict[str, float], int, float]]) -> None:
     print("| all | " + " | ".join(totals) + " |")
     cores = [f"{sum(used.values()) / wall:.2f}" for used, _, wall in cpu.values()]
     print("| cores busy | " + " | ".join(cores) + " |")
+    per_write = [sum(used.values()) / max(writes, 1) for used, writes, _ in cpu.values()]
+    if len(per_write) == 2 and per_write[0]:
+        print(f"\nCPU per write, 3 nodes / 1 node: {per_write[1] / per_write[0]:.2f}x")
 
 
 def _outage(url: str, victim: Node, slugs: list[str], writers: int, seconds: float) -> str:
