@@ -10,16 +10,14 @@ import os
 import sys
 from collections.abc import Sequence
 
-from kbserver.cli.parser import HTTP_COMMANDS, build
+from kbserver.cli.parser import build
 from kbserver.core.errors import KBError
 
 __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    given = list(sys.argv[1:] if argv is None else argv)
-    first = given[0] if given else None  # a command named first (no option before it) may need less
-    args = build(first if first in HTTP_COMMANDS else None).parse_args(given)
+    args = build().parse_args(list(sys.argv[1:] if argv is None else argv))
     try:
         code: int = args.fn(args)
         sys.stdout.flush()  # here, so output closed early (`| head`) is caught below

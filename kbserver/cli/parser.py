@@ -9,10 +9,7 @@ from typing import NoReturn
 
 from kbserver import __version__
 
-__all__ = ["HTTP_COMMANDS", "build"]
-
-HTTP_COMMANDS = ("mount", "run")
-"""Commands a sandbox host runs, often: `build(only=...)` leaves out what they never need."""
+__all__ = ["build"]
 
 
 def _lazy(module: str, name: str) -> Callable[[argparse.Namespace], int]:
@@ -36,9 +33,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"error: invalid_request: {self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def build(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser of every command; with `only` one of HTTP_COMMANDS, without the `person` commands,
-    whose module imports the services (seconds on a busy machine) that those commands never use."""
+def build() -> argparse.ArgumentParser:
+    """The parser of every command. It imports no command's module: each is imported when it runs
+    (`_lazy`), so help, a refused argument and the HTTP commands never import the services."""
     parser = _Parser(prog="kbserver", description="Versioned memory for AI agents.")
     parser.add_argument("--version", action="version", version=f"kbserver {__version__}")
     # --data also before the command (`kbserver --data D agent list`); its own dest, since the
@@ -111,10 +108,39 @@ def build(only: str | None = None) -> argparse.ArgumentParser:
     )
     p.add_argument("name", help="the agent")
 
-    if only not in HTTP_COMMANDS:
-        from kbserver.cli import people
-
-        people.add_commands(sub, command)
+    person = sub.add_parser("person", help="manage people", description="manage people and their tokens")
+    person_sub = person.add_subparsers(dest="person_command", required=True)
+    p = command(
+        "create",
+        _lazy("people", "person_create"),
+        "create a person (owner, reviewer of some KBs, or viewer)",
+        person_sub,
+    )
+    p.add_argument("name", help="the person's name: lowercase letters, digits, dashes and underscores")
+    p.add_argument("--email", required=True, help="their email (unique; sign-in and single sign-on match it)")
+    p.add_argument("--role", required=True, choices=["owner", "reviewer", "viewer"], help="what they may do")
+    p.add_argument(
+        "--kb", action="append", default=None, help="a KB a reviewer decides on (repeatable; reviewers only)"
+    )
+    p.add_argument(
+        "--password-stdin", action="store_true", help="read their password as one line of standard input"
+    )
+    p = command("list", _lazy("people", "person_list"), "list people: name, email, role, KBs", person_sub)
+    p.add_argument("--json", action="store_true", help="print the list as JSON")
+    p = command(
+        "delete",
+        _lazy("people", "person_delete"),
+        "delete a person; their token and sessions stop working",
+        person_sub,
+    )
+    p.add_argument("name", help="the person")
+    p = command(
+        "token",
+        _lazy("people", "person_token"),
+        "give a person a new personal token (printed last)",
+        person_sub,
+    )
+    p.add_argument("name", help="the person")
 
     p = command(
         "link", _lazy("admin", "link"), "give an agent a permission on a KB (replaces an earlier one)"

@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
-from typing import Any
 
 from kbserver.cli.context import closing, services_of
 from kbserver.core.errors import InvalidRequest
 from kbserver.services.access import people
 from kbserver.services.access.auth import ADMIN
 
-__all__ = ["add_commands", "person_create", "person_delete", "person_list", "person_token"]
+__all__ = ["person_create", "person_delete", "person_list", "person_token"]
 
 
 def _password_line() -> str:
@@ -63,26 +61,3 @@ def person_token(args: argparse.Namespace) -> int:
     print(f"new personal token for {person.name}; the previous one stops working now. Shown once:")
     print(token)
     return 0
-
-
-def add_commands(sub: Any, command: Callable[..., argparse.ArgumentParser]) -> None:
-    """Adds `person create|list|delete|token` to the parser (`command` is the parser's helper)."""
-    person = sub.add_parser("person", help="manage people", description="manage people and their tokens")
-    person_sub = person.add_subparsers(dest="person_command", required=True)
-    make = command
-    p = make("create", person_create, "create a person (owner, reviewer of some KBs, or viewer)", person_sub)
-    p.add_argument("name", help="the person's name: lowercase letters, digits, dashes and underscores")
-    p.add_argument("--email", required=True, help="their email (unique; sign-in and single sign-on match it)")
-    p.add_argument("--role", required=True, choices=["owner", "reviewer", "viewer"], help="what they may do")
-    p.add_argument(
-        "--kb", action="append", default=None, help="a KB a reviewer decides on (repeatable; reviewers only)"
-    )
-    p.add_argument(
-        "--password-stdin", action="store_true", help="read their password as one line of standard input"
-    )
-    p = make("list", person_list, "list people: name, email, role, KBs", person_sub)
-    p.add_argument("--json", action="store_true", help="print the list as JSON")
-    p = make("delete", person_delete, "delete a person; their token and sessions stop working", person_sub)
-    p.add_argument("name", help="the person")
-    p = make("token", person_token, "give a person a new personal token (printed last)", person_sub)
-    p.add_argument("name", help="the person")
