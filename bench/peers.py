@@ -399,7 +399,7 @@ def _workload(
         if workload == "mix":
             token, texts = setup(base, MIX, args.notes)
         else:
-            token, texts = _setup(base, args.notes, 1), _notes(args.notes)
+            token, texts = _setup(base, args.notes, 1)[0], _notes(args.notes)  # the static token
         servers: list[Any] = []
         for name, settings in variants:
             shutil.copytree(base, Path(tmp) / name)
