@@ -15,8 +15,7 @@ from whoosh.filedb.filestore import FileStorage
 from whoosh.index import EmptyIndexError
 
 from kbserver.index import private, searching, writing
-from kbserver.index.bulk import MergeWriter
-from kbserver.index.codec import CODEC
+from kbserver.index.bulk import BulkWriter, MergeWriter
 from kbserver.index.document import to_document, valid_utf8
 from kbserver.index.merging import merge_small, merge_tail
 from kbserver.index.reader import open_searcher, refresh_searcher
@@ -194,7 +193,7 @@ class SearchIndex:
         with self._folder.write_lock(self._lock_timeout):
             ix = self._write_index()
             with writing.scratch_in_memory(ix, upserts.values()):
-                writer = ix.writer(timeout=self._lock_timeout, codec=CODEC)
+                writer = BulkWriter(ix, timeout=self._lock_timeout)
                 generation = writing.apply(writer, version, docs, deletes, upserts, self._docnums, fence)
                 assert self._writer_ix is not None
                 self._written = (self._writer_ix[0], generation, version)

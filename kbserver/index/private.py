@@ -55,6 +55,8 @@ __all__ = [
     "read_toc",
     "rebind",
     "term_blocks",
+    "term_files",
+    "written_files",
 ]
 
 DIST = "whoosh-reloaded"
@@ -99,8 +101,10 @@ USES: Mapping[type, tuple[str, ...]] = {
     whoosh3.W3LeafMatcher: ("_byteids", "_ids", "_weights", "_values", "_data", "_maxid", "_i", "_term"),
     whoosh3.W3TermsReader: ("_postfile",),
     FilterMatcher: ("_ids", "_exclude"),
-    whoosh3.W3FieldWriter: ("_postwriter",),
+    whoosh3.W3FieldWriter: ("_postwriter", "_postfile", "_fieldid", "_tindex", "_format"),
     whoosh3.W3PostingsWriter: (
+        "_inlinelimit",
+        "_byteids",
         "_blocklimit",
         "_compression",
         "_ids",
@@ -269,6 +273,22 @@ def plain_small_blocks_writer(codec: Any, dbfile: Any, byteids: bool, compress_f
 def postings_writer(fieldwriter: Any) -> Any:
     """A W3FieldWriter's postings writer of the term it started (start_term)."""
     return fieldwriter._postwriter
+
+
+def written_files(fieldwriter: Any) -> tuple[Any, Any]:
+    """The StructFiles a W3FieldWriter writes: the postings and the terms table."""
+    return fieldwriter._postfile, fieldwriter._tindex.dbfile
+
+
+def term_files(fieldwriter: Any) -> tuple[Any, Any, int, Any, tuple[int, int, int, int, bool]]:
+    """What a W3FieldWriter in a field (start_field) writes a term with: the postings file, the terms
+    table, the field's number and format, and its postings writer's (block limit, inline limit,
+    compression level, size under which a block is written plain (0: none), whether ids are bytes)."""
+    postings = fieldwriter._postwriter
+    limits = (postings._blocklimit, postings._inlinelimit, postings._compression, 0, bool(postings._byteids))
+    if isinstance(postings, _PlainSmallBlocks):
+        limits = (*limits[:3], postings.compress_from, limits[4])
+    return fieldwriter._postfile, fieldwriter._tindex, fieldwriter._fieldid, fieldwriter._format, limits
 
 
 def add_block_postings(postings: Any, flat: list[Any], lengths: list[int]) -> None:
