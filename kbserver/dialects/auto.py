@@ -254,5 +254,4 @@ DIALECT = Dialect(
     folders=("memory/",),
     reserved=AUTO_MEMORY,
     instructions=instructions,
-    summary="one MEMORY.md per agent, shown whole in its instructions",
 )

@@ -380,5 +380,4 @@ DIALECT = Dialect(
     bind="kbserver.mcp.binders.memory_tool:tools",
     results={"memory": MemoryToolResult},
     folders=(FOLDER + "/",),
-    summary="Anthropic's memory tool: a /memories directory kept in a KB",
 )

@@ -71,7 +71,6 @@ class Dialect:
     folders: tuple[str, ...] = ()
     reserved: Reserved | None = None
     instructions: Instructions | None = None
-    summary: str = ""
 
 
 _lock = threading.Lock()

@@ -14,46 +14,43 @@ compiled USER.md and CONTEXT.md, written in the same version as the change that 
 from __future__ import annotations
 
 import secrets
-import threading
 import time
-from collections import OrderedDict
 from collections.abc import Sequence
-from typing import cast
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.model import Create, Delete, FileChange, Overwrite, utc_iso
-from kbserver.core.paths import check_path
 from kbserver.dialects.registry import Dialect
 from kbserver.dialects.results import (
     ArchiveResult,
-    DayResult,
-    IndexEntry,
     QueryResult,
     RecallResult,
     RecordResult,
     SaveResult,
 )
 from kbserver.dialects.session import Current, DialectCall, retry_stale
+from kbserver.dialects.typed_archive import archive_day, recall_raw
+from kbserver.dialects.typed_base import (
+    _FIELDS_OF,
+    _as_record,
+    _read_record,
+    _records,
+    _source_refs,
+    _text,
+    _type,
+)
+from kbserver.dialects.typed_reads import get_memory, query_index
 from kbserver.dialects.typed_records import (
     COMPILED,
     RECORD_TYPES,
     SAVED_KINDS,
-    Day,
     Record,
-    check_date,
     compile_context,
     compile_user,
-    merge_day,
     one_line,
-    parse_day,
-    parse_record,
-    query_words,
     record_ids,
     record_key,
     record_path,
-    render_day,
     render_record,
-    score,
 )
 
 __all__ = [
@@ -68,120 +65,6 @@ __all__ = [
 ]
 
 TOOLS = ("save_memory", "forget_memory", "query_index", "get_memory", "recall_raw", "archive_day")
-ARCHIVE = "archive"
-MAX_LIMIT = 100
-_CACHE_SIZE = 50_000
-
-
-class _Parsed:
-    """Parsed records and days by the sha256 of their file: a file's bytes fix what it holds, so an
-    unchanged file is never read or parsed twice (listing a folder gives every file's sha256)."""
-
-    def __init__(self, size: int) -> None:
-        self._items: OrderedDict[str, Record | Day] = OrderedDict()
-        self._size = size
-        self._lock = threading.Lock()
-
-    def get(self, sha256: str) -> Record | Day | None:
-        with self._lock:
-            found = self._items.get(sha256)
-            if found is not None:
-                self._items.move_to_end(sha256)
-            return found
-
-    def put(self, sha256: str, item: Record | Day) -> None:
-        with self._lock:
-            self._items[sha256] = item
-            self._items.move_to_end(sha256)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-
-_parsed = _Parsed(_CACHE_SIZE)
-_FIELDS_OF = {
-    "self": {"category", "key"},
-    "relationship": {"name"},
-    "topic": {"name"},
-    "saved": {"saved_kind", "saved_reason"},
-}
-
-
-def _type(value: object, allowed: Sequence[str] = RECORD_TYPES) -> str:
-    if not isinstance(value, str) or value not in allowed:
-        raise InvalidRequest(f"type must be one of {', '.join(allowed)}", type=value)
-    return value
-
-
-def _text(value: str | None, field: str) -> str | None:
-    if value is None:
-        return None
-    text = one_line(value)
-    if not text:
-        raise InvalidRequest(f"{field} must not be empty", field=field)
-    return text
-
-
-def _source_refs(refs: Sequence[dict[str, str]] | None) -> list[dict[str, str]] | None:
-    if refs is None:
-        return None
-    out = []
-    for ref in refs:
-        kind = ref.get("kind")
-        if kind == "conversation" and set(ref) == {"kind", "date"}:
-            out.append({"kind": "conversation", "date": check_date(ref.get("date"))})
-        elif kind == "file" and set(ref) == {"kind", "path"}:
-            out.append({"kind": "file", "path": check_path(ref["path"])})
-        else:
-            raise InvalidRequest(
-                'each source_refs entry is {"kind": "conversation", "date": "YYYY-MM-DD"} or '
-                '{"kind": "file", "path": "..."}',
-                source_ref=ref,
-            )
-    return out
-
-
-def _read_record(call: DialectCall, slug: str, kind: str, record_id: str) -> tuple[Record, Current] | None:
-    try:
-        path = record_path(kind, record_id)
-    except InvalidRequest:
-        return None
-    current = call.read(slug, path)
-    return None if current is None else _as_record(current, kind, record_id)
-
-
-def _as_record(current: Current, kind: str, record_id: str) -> tuple[Record, Current] | None:
-    """The record `record_id` of `kind` that the file `current` holds, or None."""
-    cached = _parsed.get(current.sha256)
-    if isinstance(cached, Record):
-        record = cached
-    else:
-        try:
-            record = parse_record(current.content)
-        except InvalidRequest:
-            return None  # a file someone else put there: not a record of this dialect
-        _parsed.put(current.sha256, record)
-    if record.type != kind or record.id != record_id:
-        return None
-    return record, current
-
-
-def _records(call: DialectCall, slug: str, kinds: Sequence[str]) -> list[Record]:
-    """Every record of `kinds`; only files not seen before (by sha256) are read and parsed."""
-    out = []
-    for kind in kinds:
-        for path, (_, sha256) in call.entries(slug, kind + "/").items():
-            if not path.endswith(".md"):
-                continue
-            record_id = path[len(kind) + 1 : -3]
-            cached = _parsed.get(sha256)
-            if isinstance(cached, Record):
-                if cached.type == kind and cached.id == record_id:
-                    out.append(cached)
-                continue
-            found = _read_record(call, slug, kind, record_id)
-            if found is not None:
-                out.append(found[0])
-    return out
 
 
 def _compiled(
@@ -329,193 +212,6 @@ def forget_memory(
     return retry_stale(attempt)
 
 
-def _fields(record: Record) -> RecordResult:
-    # The record's fields are RecordResult's (tests/dialects/test_dialect_results.py checks it).
-    return cast(RecordResult, record.model_dump(exclude_none=True))
-
-
-def query_index(
-    call: DialectCall,
-    query: str,
-    types: Sequence[str] | None = None,
-    limit: int = 20,
-    *,
-    kb: str | None = None,
-) -> QueryResult:
-    """Entries `{type, id, label, summary}` whose words match `query`, best first."""
-    kinds = [_type(t) for t in types] if types else list(RECORD_TYPES)
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
-    words = query_words(query) if isinstance(query, str) else []
-    if not words:
-        raise InvalidRequest("query must hold at least one word to look for", query=query)
-    slug = call.kb_to_read(kb)
-    scored = []
-    for r in _records(call, slug, kinds):
-        extra = [r.name or "", r.category or "", r.key or "", r.saved_reason or ""]
-        value = score(words, r.summary, *extra, boost=[r.label])
-        if value > 0:
-            scored.append((value, r))
-    scored.sort(key=lambda item: (-item[0], item[1].type, item[1].id))
-    entries: list[IndexEntry] = [
-        {"type": r.type, "id": r.id, "label": r.label, "summary": one_line(r.summary)}
-        for _, r in scored[:limit]
-    ]
-    return {"entries": entries}
-
-
-def get_memory(call: DialectCall, type: str, id: str, *, kb: str | None = None) -> RecordResult:
-    """The whole record; for type `source`, the archived day (id = its date) or the KB file (its path)."""
-    kind = _type(type, (*RECORD_TYPES, "source"))
-    slug = call.kb_to_read(kb)
-    if not isinstance(id, str) or not id:
-        raise NotFound("pass the id of a memory (query_index lists them)", type=kind, id=id)
-    if kind == "source":
-        return _source(call, slug, id)
-    found = _read_record(call, slug, kind, id)
-    if found is None:
-        raise NotFound(f"no {kind} memory with id {id}; query_index lists the ids", type=kind, id=id)
-    return _fields(found[0])
-
-
-def _source(call: DialectCall, slug: str, id: str) -> RecordResult:
-    try:
-        date = check_date(id, "id")
-    except InvalidRequest:
-        date = None
-    if date is not None:
-        day = _day(call, slug, date)
-        if day is None:
-            raise NotFound(f"no archived day {date}; archive_day writes one", type="source", id=id)
-        d = day[0]
-        return {
-            "type": "source",
-            "id": id,
-            "kind": "conversation",
-            "date": d.date,
-            "summary": d.summary,
-            "diary": d.diary,
-            "facts": list(d.facts),
-        }
-    try:
-        current = call.read(slug, check_path(id))
-    except InvalidRequest:
-        current = None
-    if current is None:
-        raise NotFound(
-            f"no source {id}: neither an archived day nor a file of KB {slug}", type="source", id=id
-        )
-    return {
-        "type": "source",
-        "id": id,
-        "kind": "file",
-        "path": id,
-        "content": current.content,
-        "sha256": current.sha256,
-    }
-
-
-def _day(call: DialectCall, slug: str, date: str) -> tuple[Day, Current] | None:
-    path = f"{ARCHIVE}/{date}.json"
-    current = call.read(slug, path)
-    if current is None:
-        return None
-    cached = _parsed.get(current.sha256)
-    if isinstance(cached, Day):
-        return cached, current
-    day = parse_day(current.content, path)
-    _parsed.put(current.sha256, day)
-    return day, current
-
-
-def archive_day(
-    call: DialectCall,
-    date: str,
-    summary: str | None = None,
-    diary: str | None = None,
-    facts: Sequence[str] | None = None,
-    *,
-    kb: str | None = None,
-) -> ArchiveResult:
-    """Write (or merge into) `archive/{date}.json`, as one version."""
-    day = check_date(date)
-    if not any(v and v.strip() for v in (summary, diary, *(facts or []))):
-        raise InvalidRequest("archive_day needs a summary, a diary or at least one fact")
-    slug = call.kb(kb)
-    path = f"{ARCHIVE}/{day}.json"
-
-    def attempt() -> ArchiveResult:
-        old = _day(call, slug, day)
-        merged = merge_day(old[0] if old else None, day, summary, diary, facts)
-        content = render_day(merged)
-        change: FileChange = (
-            Overwrite(path=path, mode="overwrite", content=content, expected_sha256=old[1].sha256)
-            if old
-            else Create(path=path, mode="create", content=content)
-        )
-        status = "merged" if old else "created"
-        written = call.write(slug, [change], f"typed memory: archive {day} ({status})", "typed")
-        return {"date": day, "status": status, **written.task()}
-
-    return retry_stale(attempt)
-
-
-def recall_raw(
-    call: DialectCall,
-    query: str | None = None,
-    startDate: str | None = None,
-    endDate: str | None = None,
-    limit: int = 10,
-    *,
-    kb: str | None = None,
-) -> RecallResult:
-    """Archived days matching `query` and/or within [startDate, endDate]: best match (or newest) first."""
-    words = query_words(query) if query else []
-    if query is not None and query.strip() and not words:
-        raise InvalidRequest("query must hold at least one word to look for", query=query)
-    start = check_date(startDate, "startDate") if startDate is not None else None
-    end = check_date(endDate, "endDate") if endDate is not None else None
-    if not words and start is None and end is None:
-        raise InvalidRequest("recall_raw needs a query, a date range (startDate, endDate) or both")
-    if start and end and start > end:
-        raise InvalidRequest("startDate must not be after endDate", startDate=start, endDate=end)
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
-    slug = call.kb_to_read(kb)
-    found: list[tuple[float, Day]] = []
-    for path, (_, sha256) in call.entries(slug, ARCHIVE + "/").items():
-        name = path[len(ARCHIVE) + 1 :]
-        if not name.endswith(".json") or "/" in name:
-            continue
-        try:
-            date = check_date(name[:-5])
-        except InvalidRequest:
-            continue
-        if (start and date < start) or (end and date > end):
-            continue
-        cached = _parsed.get(sha256)
-        if isinstance(cached, Day) and cached.date == date:
-            day = cached
-        else:
-            loaded = _day(call, slug, date)
-            if loaded is None:
-                continue
-            day = loaded[0]
-        value = score(words, day.summary, day.diary, *day.facts) if words else 1.0
-        if value > 0:
-            found.append((value, day))
-    found.sort(key=lambda item: (-item[0], _neg(item[1].date)))
-    return {"days": [_day_result(day) for _, day in found[:limit]]}
-
-
-def _day_result(day: Day) -> DayResult:
-    return {"date": day.date, "summary": day.summary, "diary": day.diary, "facts": list(day.facts)}
-
-
-def _neg(date: str) -> tuple[int, ...]:
-    return tuple(-int(p) for p in date.split("-"))
-
-
 DIALECT = Dialect(
     name="typed",
     tools=TOOLS,
@@ -529,5 +225,4 @@ DIALECT = Dialect(
         "archive_day": ArchiveResult,
     },
     folders=tuple(f"{kind}/" for kind in RECORD_TYPES),
-    summary="typed records (self, relationship, topic, saved) and a day archive",
 )

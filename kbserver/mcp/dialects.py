@@ -57,7 +57,7 @@ def _binder(dialect: str, bind: str) -> Binder:
 
 def dialect_tools(binding: Binding) -> list[Tool]:
     """Every dialect's tools, bound to `binding`. Raises InvalidRequest when a binder's tools are not
-    exactly the ones its dialect declares."""
+    exactly the ones its dialect declares, or publish other results."""
     tools: list[Tool] = []
     for dialect in registry.dialects():
         bound = binder_of(dialect)(binding)
@@ -68,5 +68,22 @@ def dialect_tools(binding: Binding) -> list[Tool]:
                 f"dialect declares {', '.join(dialect.tools)}",
                 dialect=dialect.name,
             )
+        for t in bound:
+            _check_result(dialect, t)
         tools.extend(bound)
     return tools
+
+
+def _check_result(dialect: Dialect, tool: Tool) -> None:
+    """Raises InvalidRequest when `tool` publishes other result fields than its dialect declares."""
+    result = dialect.results.get(tool.name)
+    if result is None:
+        return
+    declared = set(getattr(result, "__annotations__", {}))
+    published = set((tool.output_schema or {}).get("properties", {})) - {"error"}
+    if published != declared:
+        raise InvalidRequest(
+            f"dialect {dialect.name}: {tool.name} publishes the result fields {sorted(published)}, but "
+            f"the dialect declares {sorted(declared)}",
+            dialect=dialect.name,
+        )

@@ -4,6 +4,7 @@ entry point; an agent with the `toy` tool set calls its tool over MCP with the o
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -101,3 +102,17 @@ def test_declarations_are_checked() -> None:
     with pytest.raises(InvalidRequest, match="results names tools"):
         registry._check(Dialect(name="x2", tools=("x2_a",), bind="m:f", results={"x2_b": dict}), "x2", {})
     assert registry.tool_set_names()[:6] == ("context", "memory", "semantic", "typed", "auto", "memory_tool")
+
+
+def test_a_binder_must_publish_the_declared_results() -> None:
+    """The MCP edge refuses a binder whose outputSchema is not the dialect's declared result type."""
+    from kbserver.dialects import results
+    from kbserver.mcp import dialects as mcp_dialects
+    from kbserver.mcp.binders import auto as auto_binder
+
+    auto = next(d for d in registry.dialects() if d.name == "auto")
+    add = auto_binder.tools(None)[0]  # type: ignore[arg-type]  # building a tool calls nothing
+    mcp_dialects._check_result(auto, add)
+    wrong = dataclasses.replace(auto, results={"add_memory": results.AddResult})
+    with pytest.raises(InvalidRequest, match="add_memory publishes the result fields"):
+        mcp_dialects._check_result(wrong, add)

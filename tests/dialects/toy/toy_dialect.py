@@ -47,5 +47,4 @@ DIALECT = Dialect(
     results={"toy_note": NoteResult},
     folders=(FOLDER,),
     reserved=Reserved(lambda path: path.startswith(FOLDER), "{path} is a toy note; only toy_note writes it"),
-    summary="notes under toy/, one file each",
 )
