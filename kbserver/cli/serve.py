@@ -149,7 +149,7 @@ def mcp(args: argparse.Namespace) -> int:
     settings, services = services_of(args)
     with closing(services):
         services.start()  # follows main unless another process (serve, a worker) already does
-        run_stdio(services, args.agent, admin_token(settings), settings.public)  # the card's links
+        run_stdio(services, args.agent, settings.public)  # the card's links
     return 0
 
 

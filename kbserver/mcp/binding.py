@@ -57,7 +57,6 @@ class Binding:
     services: Services
     caller: Callable[[], Caller]
     process_run: RunInfo | None = None
-    admin_token: str | None = None  # checks the approval card's admin credential (None: no card approvals)
     public_url: str | None = None  # the web admin's address (KBSERVER_PUBLIC_URL); None: relative links
     known: Callable[[], Caller | None] = lambda: None
 

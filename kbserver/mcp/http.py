@@ -252,7 +252,6 @@ def mcp_http(
     binding = Binding(
         services,
         _token_caller(services, admin_token),
-        admin_token=admin_token,
         public_url=public_url,
         known=_verified_caller,
     )
