@@ -11,7 +11,6 @@ from types import TracebackType
 from typing import Any, cast
 
 from whoosh import query as q
-from whoosh.filedb.filestore import FileStorage
 from whoosh.index import EmptyIndexError
 
 from kbserver.index import private, searching, writing
@@ -21,6 +20,7 @@ from kbserver.index.merging import merge_small, merge_tail
 from kbserver.index.reader import open_searcher, refresh_searcher
 from kbserver.index.schema import FORMAT, META_PATH, PATH, SHA, make_schema
 from kbserver.index.searching import Hit, SearchResult
+from kbserver.index.segments import ReadStorage
 from kbserver.index.storage import Folder, IndexCorrupt
 
 __all__ = ["Hit", "IndexCorrupt", "SearchIndex", "SearchResult"]
@@ -89,7 +89,7 @@ class SearchIndex:
                 raise IndexCorrupt(f"{self._folder.root} has no index")
             stamp = self._folder.current_stamp()
             try:
-                ix = FileStorage(str(self._folder.root / name)).open_index(schema=make_schema())
+                ix = ReadStorage(str(self._folder.root / name)).open_index(schema=make_schema())
                 searcher = open_searcher(ix)
             except Exception as e:  # a rebuild may have swapped and removed it meanwhile: look again
                 if self._folder.current() != name:
