@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import gc
+import os
 from pathlib import Path
 
+import pytest
+
 from kbserver.core.model import Append, Create, WriteRequest
+from kbserver.index import SearchIndex
 from kbserver.services import kbs
 from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.services.reading import files, search
 from kbserver.services.writing import writes
+from kbserver.store.repo import KBRepo
 from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 
@@ -43,3 +49,45 @@ def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
         services.close()
     for slug in slugs:
         git_fsck(tmp_path / "data" / "kbs" / f"{slug}.git")
+
+
+def _open_segments(folder: Path) -> set[str]:
+    """The KBs (index folder names) whose segment files this process holds open."""
+    found = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = Path(os.readlink(fd))
+        except OSError:
+            continue
+        if target.suffix == ".seg" and folder in target.parents:
+            found.add(target.relative_to(folder).parts[0])
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="reads /proc")
+def test_what_the_pool_evicts_is_closed_whatever_the_number_of_kbs(tmp_path: Path) -> None:
+    """Open repositories, searchers and segment files are those of the KBs the pool holds, however
+    many KBs were read: an evicted value is closed, not left for the garbage collector."""
+    services = open_services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
+    services.start()
+    slugs = [f"kb{n}" for n in range(24)]
+    try:
+        for slug in slugs:
+            kbs.create(services, ADMIN, slug)
+            notes = [Create(path=f"n/{i}.md", mode="create", content=f"{slug} wren {i}\n") for i in range(10)]
+            version = writes.submit(services, ADMIN, slug, WriteRequest(files=notes)).version
+            assert services.progress.wait_blocking(slug, version, 60)
+        for slug in slugs:
+            kbs.describe(services, ADMIN, slug)
+            assert files.read(services, ADMIN, slug, "n/1.md").content == f"{slug} wren 1\n"
+            assert search.query(services, ADMIN, slug, "wren", limit=100).total == 10
+        gc.collect()
+        held = {kind: {name for k, name in services.pool.held() if k == kind} for kind in ("repo", "index")}
+        assert len(held["index"]) < len(slugs) and len(held["repo"]) < len(slugs)
+        assert _open_segments(tmp_path / "data" / "index") <= held["index"]
+        assert sum(isinstance(o, SearchIndex) for o in gc.get_objects()) <= len(held["index"])
+        repos = {Path(o.path).name[: -len(".git")] for o in gc.get_objects() if isinstance(o, KBRepo)}
+        assert repos <= held["repo"]
+    finally:
+        services.close()
+    assert _open_segments(tmp_path / "data" / "index") == set()
