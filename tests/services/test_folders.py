@@ -34,7 +34,7 @@ def _walked(services: Services, kb: str, caller: Caller, version: str) -> dict[s
 def test_a_kept_listing_carried_through_writes_equals_a_fresh_walk(services: Services, kb: str) -> None:
     make_agent(services, "bob", {kb: "read_write"})
     bob = caller_for(services, "bob")
-    repo, where = services.repos.repo(kb), str(services.repos.path(kb))
+    repo = services.repos.repo(kb)
     steps: list[list[dict[str, str]]] = [
         [{"path": f"a/{n}.md", "mode": "create", "content": f"{n}\n"} for n in (3, 1, 2)],
         [{"path": "a/b/deep.md", "mode": "create", "content": "deep\n"}],
@@ -50,11 +50,12 @@ def test_a_kept_listing_carried_through_writes_equals_a_fresh_walk(services: Ser
     for step in steps:
         version = _write(services, kb, *step)
         for who in (ADMIN, bob):
-            got = folders.listing(who, repo, where, version)
+            got = folders.listing(who, repo, kb, version, services.pool)
             assert got.folders == _walked(services, kb, who, version)
             assert set(got.blobs) == {p for ps in got.folders.values() for p in ps}
-            assert folders.listing(who, repo, where, version) is got  # kept: a version never changes
-    last = folders.listing(bob, repo, where, repo.head())
+            # kept: a version never changes
+            assert folders.listing(who, repo, kb, version, services.pool) is got
+    last = folders.listing(bob, repo, kb, repo.head(), services.pool)
     assert "memories/" not in last.folders and "a/b/" not in last.folders
     assert last.folders["a/"] == ["a/0.md", "a/1.md", "a/3.md"]
 

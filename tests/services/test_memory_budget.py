@@ -91,3 +91,34 @@ def test_what_the_pool_evicts_is_closed_whatever_the_number_of_kbs(tmp_path: Pat
     finally:
         services.close()
     assert _open_segments(tmp_path / "data" / "index") == set()
+
+
+def test_the_kb_pages_listings_are_charged_to_the_budget(tmp_path: Path) -> None:
+    """Each KB page keeps its version's listing (services.reading.folders) in the pool: however many
+    KBs the admin looks at, only the listings of the KBs the pool holds stay, weighed with them."""
+    services = open_services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
+    services.start()
+    slugs = [f"kb{n}" for n in range(16)]
+    try:
+        for slug in slugs:
+            kbs.create(services, ADMIN, slug)
+            for start in range(0, 200, 20):
+                notes = [
+                    Create(path=f"n/{i:03}.md", mode="create", content=f"{i}\n")
+                    for i in range(start, start + 20)
+                ]
+                writes.submit(services, ADMIN, slug, WriteRequest(files=notes))
+        for slug in slugs:
+            page = files.folder_page(services, ADMIN, slug, 5)
+            assert page.total == 201 and page.more == {"n/": 195}
+        listed = {name for kind, name in services.pool.held() if kind == "listings"}
+        assert slugs[-1] in listed and len(listed) < len(slugs)
+        assert services.pool.weight() <= 1024 * 1024 or {name for _, name in services.pool.held()} == {
+            slugs[-1]
+        }
+        again = files.folder_page(services, ADMIN, slugs[0], 5, "n/", 190)  # evicted: walked afresh
+        assert [f.path for f in again.files if f.path.startswith("n/")] == [
+            f"n/{i}.md" for i in range(190, 195)
+        ]
+    finally:
+        services.close()

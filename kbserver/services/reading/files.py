@@ -174,7 +174,7 @@ def folder_page(
         raise InvalidRequest("start must be 0 or more", start=start)
     repo = services.repos.repo(slug)
     head = repo.head()
-    listed = folders.listing(caller, repo, str(services.repos.path(slug)), head)
+    listed = folders.listing(caller, repo, slug, head, services.pool)
     shown: list[str] = []
     more: dict[str, int] = {}
     for name, paths in listed.folders.items():
