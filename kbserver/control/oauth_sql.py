@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, Literal
 
 from kbserver.control.rows import (
     AgentRow,
@@ -126,21 +126,8 @@ class ConnectionsSql:
         """Use the code once and record `tokens` for its connection; False (and the connection
         revoked) when the code was used before, expired, or its connection was revoked."""
         with self._write() as db:
-            found = db.execute(
-                "SELECT c.grant_id FROM oauth_codes c WHERE c.code_hash = ?", (hash_token(code),)
-            ).fetchone()
-            if found is None:
-                return False
-            grant = found["grant_id"]
-            used = db.execute(
-                "UPDATE oauth_codes SET used = ? WHERE code_hash = ? AND used IS NULL AND expires > ?"
-                " AND grant_id IN (SELECT id FROM oauth_grants WHERE revoked IS NULL)",
-                (now, hash_token(code), now),
-            ).rowcount
-            if used != 1:
-                db.execute(
-                    "UPDATE oauth_grants SET revoked = ? WHERE id = ? AND revoked IS NULL", (now, grant)
-                )
+            grant = _use_once(db, "code", code, now)
+            if grant is None:
                 return False
             _insert_tokens(db, grant, tokens)
             db.execute("UPDATE oauth_grants SET last_used = ? WHERE id = ?", (now, grant))
@@ -161,22 +148,8 @@ class ConnectionsSql:
         before (the connection is revoked then: a reused refresh token means it leaked), expired,
         or its connection was revoked."""
         with self._write() as db:
-            found = db.execute(
-                "SELECT grant_id FROM oauth_tokens WHERE token_hash = ? AND kind = 'refresh'",
-                (hash_token(token),),
-            ).fetchone()
-            if found is None:
-                return False
-            grant = found["grant_id"]
-            used = db.execute(
-                "UPDATE oauth_tokens SET used = ? WHERE token_hash = ? AND used IS NULL AND expires > ?"
-                " AND grant_id IN (SELECT id FROM oauth_grants WHERE revoked IS NULL)",
-                (now, hash_token(token), now),
-            ).rowcount
-            if used != 1:
-                db.execute(
-                    "UPDATE oauth_grants SET revoked = ? WHERE id = ? AND revoked IS NULL", (now, grant)
-                )
+            grant = _use_once(db, "refresh", token, now)
+            if grant is None:
                 return False
             db.execute("DELETE FROM oauth_tokens WHERE grant_id = ? AND kind = 'access'", (grant,))
             _insert_tokens(db, grant, tokens)
@@ -241,6 +214,37 @@ class ConnectionsSql:
     def grant(self, grant_id: str) -> GrantRow | None:
         row = self._row(f"SELECT {_GRANT_COLUMNS} FROM oauth_grants g WHERE g.id = ?", (grant_id,))
         return grant_row(row) if row is not None else None
+
+
+_ONCE = {
+    "code": ("oauth_codes", "code_hash", ""),
+    "refresh": ("oauth_tokens", "token_hash", " AND kind = 'refresh'"),
+}
+"""Where each single-use secret is: its table, the column of its hash, and what else picks its rows."""
+
+
+def _use_once(db: Any, kind: Literal["code", "refresh"], secret: str, now: float) -> str | None:
+    """Mark the authorization code or refresh token `secret` used, in the caller's transaction, and
+    return its connection's id; None when it is unknown, or (then its connection is revoked too: a
+    second use means it leaked) used before, expired, or its connection was revoked.
+
+    The mark is one compare-and-set UPDATE, so of two requests presenting the same secret one wins.
+    """
+    table, column, only = _ONCE[kind]
+    hashed = hash_token(secret)
+    found = db.execute(f"SELECT grant_id FROM {table} WHERE {column} = ?{only}", (hashed,)).fetchone()
+    if found is None:
+        return None
+    grant: str = found["grant_id"]
+    used = db.execute(
+        f"UPDATE {table} SET used = ? WHERE {column} = ?{only} AND used IS NULL AND expires > ?"
+        " AND grant_id IN (SELECT id FROM oauth_grants WHERE revoked IS NULL)",
+        (now, hashed, now),
+    ).rowcount
+    if used != 1:
+        db.execute("UPDATE oauth_grants SET revoked = ? WHERE id = ? AND revoked IS NULL", (now, grant))
+        return None
+    return grant
 
 
 def _insert_tokens(db: Any, grant: str, tokens: Sequence[NewToken]) -> None:
