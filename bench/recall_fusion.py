@@ -2,7 +2,7 @@
 
 For each question: the keyword candidates with their word coverage (services.search.candidates)
 and the semantic ranking with the keyword candidates' cosines and the floor (services.semantic.
-ranked), exactly as memory_search reads them; then kbserver.services.reading.hybrid.fuse under each
+ranked), exactly as memory_search reads them (the question's words without the search box's operators); then kbserver.services.reading.hybrid.fuse under each
 variant. `split` scores the variants on the odd and the even conversations apart, so a weight
 chosen on one half is judged on the other (a held-out check).
 """
@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from kbserver.core.model import Caller
 from kbserver.dialects import memory
+from kbserver.dialects.memory_rank import plain
 from kbserver.dialects.memory_records import FOLDER
 from kbserver.services.context import Services
 from kbserver.services.reading import search as search_service
@@ -45,7 +46,7 @@ def read(
     keyword_candidates: int = KEYWORD_CANDIDATES,
 ) -> Pieces:
     found = search_service.candidates(
-        services, caller, slug, question, limit=keyword_candidates, prefix=FOLDER
+        services, caller, slug, plain(question), limit=keyword_candidates, prefix=FOLDER
     )
     ranking = semantic.ranked(
         services, caller, slug, question, limit=candidates, prefix=FOLDER, include=[c.path for c in found]

@@ -3,7 +3,7 @@
 Run (after `python -m bench.realtalk SOURCE` and `python -m bench.realmem SOURCE`, which convert
 local copies once; nothing is downloaded here):
 
-    python -m bench.recall_public [--set realtalk|realmem|all] [--limit 4] [--modes ...]
+    python -m bench.recall_public [--set realtalk|realmem|all] [--limit 4|SET=N,...] [--modes ...]
 
 The sets: REALTALK (bench/realtalk.py: real 21-day chats between two people) and RealMem
 (bench/realmem.py: generated user-assistant chats over weeks, whose queries search what was said
@@ -21,12 +21,15 @@ beyond). `--limit N` takes the N smallest conversations of each set (0: all; the
 ~1,800 REALTALK turns and ~260 questions, a few minutes on 2 cores, most of it embedding; a
 RealMem conversation is ~1,300 long turns); `--vectors-cache DIR` keeps the vectors, keyed by
 content, for the next run, whose ingest then only re-maps paths. One table per set, then the sets
-side by side. This is a measurement, not a test: nothing asserts.
+side by side. `--modes "hybrid;hybrid@time=0.1,names=0.05"` also runs hybrid with the second look
+of kbserver/dialects/memory_rank.py weighted so (`time`, `names`, `share`, `depth`), to compare
+in one run. This is a measurement, not a test: nothing asserts.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import re
@@ -36,11 +39,12 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from bench import realmem, realtalk, recall_fusion
 from bench.realtalk import Conversation
+from kbserver.dialects import memory_rank
 from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_records import FOLDER, Memory, render_memory
 from kbserver.dialects.session import DialectCall
@@ -108,6 +112,31 @@ class Fts:
             (query, before or "9999"),
         )
         return [r[0] for r in rows]
+
+
+_LOOK = {
+    "time": "TIME_BOOST",
+    "names": "NAME_BOOST",
+    "share": "NAME_SHARE",
+    "depth": "DEPTH",
+    "plain": "PLAIN_WORDS",
+}
+
+
+@contextlib.contextmanager
+def _second_look(mode: str) -> Iterator[str]:
+    """`hybrid@time=0.1,names=0.05`: hybrid with kbserver.dialects.memory_rank's weights set so for the run
+    (`time`, `names`, `share`, `depth`; the others as they are); yields the plain mode."""
+    base, _, settings = mode.partition("@")
+    saved = {attr: getattr(memory_rank, attr) for attr in _LOOK.values()}
+    try:
+        for item in filter(None, settings.split(",")):
+            key, _, value = item.partition("=")
+            setattr(memory_rank, _LOOK[key], int(value) if key in ("depth", "plain") else float(value))
+        yield base
+    finally:
+        for attr, value in saved.items():
+            setattr(memory_rank, attr, value)
 
 
 def _score(ranked: list[str], evidence: list[str]) -> tuple[bool, bool, float]:
@@ -240,14 +269,15 @@ def run(
             for mode in modes:
                 name = f"memory_search {mode}"
                 results[name], latency[name] = [], []
-                for n, q in questions:
-                    t0 = time.perf_counter()
-                    found = memory_search(
-                        call, q["question"], limit=DEPTH, mode=mode, kb=f"c{n}", endTime=q.get("before")
-                    )
-                    latency[name].append(time.perf_counter() - t0)
-                    ranked = [keys[str(m["id"])] for m in found["memories"]]  # type: ignore[index, union-attr]
-                    results[name].append((n, q["category"], _score(ranked, q["evidence"])))
+                with _second_look(mode) as base:
+                    for n, q in questions:
+                        t0 = time.perf_counter()
+                        found = memory_search(
+                            call, q["question"], limit=DEPTH, mode=base, kb=f"c{n}", endTime=q.get("before")
+                        )
+                        latency[name].append(time.perf_counter() - t0)
+                        ranked = [keys[str(m["id"])] for m in found["memories"]]  # type: ignore[index, union-attr]
+                        results[name].append((n, q["category"], _score(ranked, q["evidence"])))
             if weights:
                 pieces = [recall_fusion.read(services, ADMIN, f"c{n}", q["question"]) for n, q in questions]
                 for variant, fused in recall_fusion.variants(weights, spans).items():
@@ -279,12 +309,20 @@ def _side_by_side(summaries: dict[str, Summary]) -> None:
         print(f"| {row:<34} | " + " | ".join(cells) + " |")
 
 
+def _limit(spec: str, name: str) -> int:
+    """`4` for every set, or `realtalk=3,realmem=1` (a set not named: all its conversations)."""
+    if "=" not in spec:
+        return int(spec)
+    limits = dict(item.split("=", 1) for item in spec.split(",") if item)
+    return int(limits.get(name, "0"))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--set", default="realtalk", choices=[*SETS, "all"], help="which set(s) to run")
     parser.add_argument("--data", type=Path, help="one set's converted file")
-    parser.add_argument("--limit", type=int, default=4, help="N smallest conversations a set (0: all)")
-    parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes to run")
+    parser.add_argument("--limit", default="4", help="N smallest conversations a set (0: all), or SET=N,...")
+    parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes (hybrid@time=0.1,...)")
     parser.add_argument("--vectors-cache", type=Path, help="keep each conversation's vectors here")
     parser.add_argument("--variants", default="", help="keyword weights of fusion variants to compare")
     parser.add_argument("--spans", default="", help="cosine spans LOW:HIGH,... of absolute-score variants")
@@ -292,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     chosen = list(SETS) if args.set == "all" else [args.set]
     if args.data is not None and len(chosen) > 1:
         parser.error("--data names one set's file: give --set too")
-    modes = [m for m in args.modes.split(",") if m]
+    modes = [m for m in args.modes.split(";" if "@" in args.modes else ",") if m]
     weights = [float(w) for w in args.variants.split(",") if w]
     spans = [(float(a), float(b)) for a, b in (x.split(":") for x in args.spans.split(",") if x)]
     options = Options(fsync=False, follower_nice=0)
@@ -300,8 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in chosen:
         default, load = SETS[name]
         conversations = sorted(load(args.data or default), key=lambda c: len(c["turns"]))
-        if args.limit > 0:
-            conversations = conversations[: args.limit]
+        limit = _limit(args.limit, name)
+        if limit > 0:
+            conversations = conversations[:limit]
         summaries[name] = run(name, conversations, modes, options, args.vectors_cache, weights, spans)
     if len(summaries) > 1:
         _side_by_side(summaries)

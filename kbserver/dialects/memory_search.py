@@ -18,6 +18,7 @@ from kbserver.dialects.memory_base import (
     _agent,
     _result,
 )
+from kbserver.dialects.memory_rank import plain, refine
 from kbserver.dialects.memory_records import (
     FOLDER,
     Memory,
@@ -102,7 +103,7 @@ def memory_search(
         if mode == "hybrid":
             semantic.prepare(call.services, call.caller, search)  # embedded on another core meanwhile
             found = search_service.candidates(
-                call.services, call.caller, slug, search, limit=KEYWORD_CANDIDATES, prefix=FOLDER
+                call.services, call.caller, slug, plain(search), limit=KEYWORD_CANDIDATES, prefix=FOLDER
             )
             keyword = [Ranked(c.path, c.score) for c in found if c.path in memories]
             covered = {c.path: c.coverage for c in found if c.path in memories}
@@ -148,6 +149,7 @@ def memory_search(
                     coverage=covered,  # from the same index read as the candidates
                     keyword_only=words_only,  # not embedded yet: their words stand in for their meaning
                 )
+                ranked = refine(search, ranked, memories, end)  # off unless the bench turns it on
         else:
             ranked = keyword
     page = ranked[offset : offset + limit]
