@@ -1,10 +1,11 @@
 """Fusion variants for bench/recall_public.py: the pieces memory_search fuses, read once, fused many ways.
 
-For each question: the keyword candidates with their word coverage (services.search.candidates)
-and the semantic ranking with the keyword candidates' cosines and the floor (services.semantic.
-ranked), exactly as memory_search reads them (the question's words without the search box's operators); then kbserver.services.reading.hybrid.fuse under each
-variant. `split` scores the variants on the odd and the even conversations apart, so a weight
-chosen on one half is judged on the other (a held-out check).
+For each question: the keyword candidates with their word coverage (services.search.candidates,
+of the question's words without the search box's operators) and the semantic ranking with the
+keyword candidates' cosines and the floor (services.semantic.ranked), exactly as memory_search
+reads them; then kbserver.services.reading.hybrid.fuse under each variant. `split` scores the
+variants on the odd and the even conversations apart, so a weight chosen on one half is judged on
+the other (a held-out check).
 """
 
 from __future__ import annotations
