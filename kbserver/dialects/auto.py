@@ -254,4 +254,5 @@ DIALECT = Dialect(
     folders=("memory/",),
     reserved=AUTO_MEMORY,
     instructions=instructions,
+    instructions_rank=0,  # the agent's own memory file comes before any other part
 )

@@ -61,7 +61,8 @@ class Dialect:
     `results` maps a tool to the TypedDict it answers (published as its outputSchema).
     `folders` are path prefixes (ending in "/") whose files the web admin shows as records.
     `reserved`: files only this tool set's tools may write (an agent's other writes are `forbidden`).
-    `instructions(services, caller)`: this set's part of an agent's instructions, or None.
+    `instructions(services, caller)`: this set's part of an agent's instructions, or None;
+    `instructions_rank` orders the parts (lower first, then registry order).
     """
 
     name: str
@@ -71,6 +72,7 @@ class Dialect:
     folders: tuple[str, ...] = ()
     reserved: Reserved | None = None
     instructions: Instructions | None = None
+    instructions_rank: int = 100
 
 
 _lock = threading.Lock()

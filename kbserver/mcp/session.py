@@ -125,7 +125,8 @@ class SessionMiddleware:
                 f"Your tool sets are {', '.join(caller.tools) or 'none'}: the context tools named above "
                 "(read_context_file, write_context, ...) are not among your tools; use your own."
             )
-        for dialect in registry.dialects():  # each of the caller's dialects adds its part
+        # Each of the caller's dialects adds its part, by rank (the agent's own MEMORY.md first).
+        for dialect in sorted(registry.dialects(), key=lambda d: d.instructions_rank):
             if dialect.instructions is not None and dialect.name in caller.tools:
                 part = await threads.run(dialect.instructions, self.binding.services, caller)
                 if part:

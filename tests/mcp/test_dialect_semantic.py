@@ -407,3 +407,14 @@ async def test_without_an_embedder_word_overlap_ranks_and_supersedes(tmp_path: A
             assert ok(await alice.call_tool(SEARCH, {"query": "food intolerance"}))["memories"] == []
     finally:
         svc.close()
+
+
+async def test_the_memory_file_comes_before_the_reminders(services: Services, kb: str) -> None:
+    make_agent(services, "carol", {kb: "read_write"}, tools=["semantic", "auto"])
+    soon = datetime.datetime.now(datetime.UTC).replace(microsecond=0) + datetime.timedelta(minutes=20)
+    async with memory_client(services, "carol") as carol:
+        ok(await carol.call_tool("store_memory", {"content": "Water the plants", "remind_at": _iso(soon)}))
+    async with memory_client(services, "carol", mode="legacy") as carol:
+        text = carol.instructions or ""
+        memory_file, reminders = text.find("MEMORY.md"), text.find("Reminders due by")
+        assert 0 <= memory_file < reminders, text  # the agent's own memory file, then what is due
