@@ -119,7 +119,7 @@ def test_concurrent_writes_leave_index_equal_to_main(services: Services, kb: str
 def test_commit_from_another_process_is_indexed(services: Services, kb: str, tmp_path: Path) -> None:
     script = (
         "import sys; from pathlib import Path\n"
-        "from kbserver.services import writes\n"
+        "from kbserver.services.writing import writes\n"
         "from kbserver.wiring import open_services\n"
         "from kbserver.services.access.auth import ADMIN\n"
         "from kbserver.core.model import WriteRequest, Create\n"
