@@ -12,6 +12,7 @@ the serving process and of its follower child (`kbserver serve`'s default) at fo
 
     python -m bench.memory [--kbs 100] [--files 1000] [--per-write 20] [--budget-mb N]
                            [--follower child|embedded|worker] [--data DIR] [--trace DIR]
+                           [--env NAME=VALUE ...]
 
 fsync is off (it changes time, not memory). `--data DIR` keeps the folder (and a second run on it
 skips the writing). `--trace DIR` runs the serving process under tracemalloc (bench/traced_serve.py):
@@ -253,6 +254,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients while writing")
     parser.add_argument("--data", type=Path, default=None, help="keep the data folder here (reused if built)")
     parser.add_argument("--trace", type=Path, default=None, help="tracemalloc snapshots of the server here")
+    parser.add_argument(
+        "--env", action="append", default=[], metavar="NAME=VALUE", help="set in the server's environment"
+    )
     args = parser.parse_args()
 
     root = args.data or Path(tempfile.mkdtemp(prefix="kbmem-"))
@@ -266,6 +270,7 @@ def main() -> None:
         "KBSERVER_DRAIN_SECONDS": "0",
         "KBSERVER_FOLLOWER": args.follower,
     }
+    env.update(item.split("=", 1) for item in args.env)
     if args.budget_mb is not None:
         env["KBSERVER_MEMORY_BUDGET_MB"] = str(args.budget_mb)
     if args.trace:
