@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                     t0 = time.perf_counter()
                     found = memory_search(call, question, limit=DEPTH, mode=mode, kb=SLUG)
                     latency[mode].append((time.perf_counter() - t0) * 1000)
-                    ranked = [key(str(m["id"])) for m in found["memories"]]  # type: ignore[index, union-attr]
+                    ranked = [key(m.id) for m in found.memories]
                     results[name].append(scores(ranked, answers))
             depth = args.keyword_candidates
             pieces = [

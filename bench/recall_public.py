@@ -276,7 +276,7 @@ def run(
                             call, q["question"], limit=DEPTH, mode=base, kb=f"c{n}", endTime=q.get("before")
                         )
                         latency[name].append(time.perf_counter() - t0)
-                        ranked = [keys[str(m["id"])] for m in found["memories"]]  # type: ignore[index, union-attr]
+                        ranked = [keys[m.id] for m in found.memories]
                         results[name].append((n, q["category"], _score(ranked, q["evidence"])))
             if weights:
                 pieces = [recall_fusion.read(services, ADMIN, f"c{n}", q["question"]) for n, q in questions]

@@ -121,7 +121,14 @@ def _agent_of(call: DialectCall) -> str:
 def _result(slug: str, path: str, content: str, written: Written) -> MemoryFileResult:
     size = len(content.encode("utf-8"))
     bytes_left = max(0, AUTO_MEMORY_MAX_BYTES - size)
-    return {"kb": slug, "path": path, **written.fields(), "bytes": size, "bytes_left": bytes_left}
+    return MemoryFileResult(
+        kb=slug,
+        path=path,
+        version=written.version,
+        proposal=written.proposal,
+        bytes=size,
+        bytes_left=bytes_left,
+    )
 
 
 def add_memory(call: DialectCall, content: str, kb: str | None = None) -> MemoryFileResult:

@@ -100,9 +100,7 @@ def memory_add(
     )
     agent = _agent(call)
     found = _CATALOG.similar(call, slug, terms(text), SIMILAR_THRESHOLD, lambda m: visible(m, agent))
-    similar: list[Similar] = [
-        {"id": m.id, "content": m.content, "score": round(s, 4)} for s, m in found[:_SIMILAR_LIMIT]
-    ]
+    similar = [Similar(id=m.id, content=m.content, score=round(s, 4)) for s, m in found[:_SIMILAR_LIMIT]]
     rendered = render_memory(memory)
     written = _write(
         call,
@@ -111,7 +109,7 @@ def memory_add(
         rendered,
         f"memory: add {memory.id}: {_first_line(text)}",
     )
-    return {"id": memory.id, **written.task(), "similar": similar}
+    return AddResult(id=memory.id, taskId=written.version, proposal=written.proposal, similar=similar)
 
 
 def memory_update(
@@ -159,7 +157,7 @@ def memory_update(
             rendered,
             f"memory: update {old.id}: {_first_line(text)}",
         )
-        return {"id": old.id, **written.task()}
+        return UpdateResult(id=old.id, taskId=written.version, proposal=written.proposal)
 
     return retry_stale(attempt)
 
@@ -177,7 +175,9 @@ def memory_delete(call: DialectCall, id: str, *, kb: str | None = None) -> Delet
             None,
             f"memory: delete {old.id}: {_first_line(old.content)}",
         )
-        return {"id": old.id, "deleted": written.proposal is None, **written.task()}
+        return DeleteResult(
+            id=old.id, deleted=written.proposal is None, taskId=written.version, proposal=written.proposal
+        )
 
     return retry_stale(attempt)
 
@@ -201,7 +201,7 @@ async def memory_task_wait(
     # the caller asks again.
     wait = min(float(timeout), search_service.MAX_WAIT_SECONDS)
     done = await search_service.wait_for(call.services, call.caller, slug, taskId, wait)
-    return {"taskId": taskId, "status": "done" if done else "pending"}
+    return TaskResult(taskId=taskId, status="done" if done else "pending")
 
 
 DIALECT = Dialect(

@@ -120,20 +120,18 @@ def _write(call: DialectCall, slug: str, change: FileChange, text: str | None, m
 
 
 def _result(memory: Memory, score: float | None = None) -> MemoryItem:
-    out: MemoryItem = {
-        "id": memory.id,
-        "content": memory.content,
-        "category": memory.category,
-        "tags": memory.tags,
-        "agentId": memory.agentId,
-        "sessionId": memory.sessionId,
-        "metadata": memory.metadata,
-        "createdAt": memory.createdAt,
-        "updatedAt": memory.updatedAt,
-    }
-    if score is not None:
-        out["score"] = round(score, 4)
-    return out
+    return MemoryItem(
+        id=memory.id,
+        content=memory.content,
+        category=memory.category,
+        tags=memory.tags,
+        agentId=memory.agentId,
+        sessionId=memory.sessionId,
+        metadata=memory.metadata,
+        createdAt=memory.createdAt,
+        updatedAt=memory.updatedAt,
+        score=None if score is None else round(score, 4),
+    )
 
 
 def _first_line(text: str, width: int = 60) -> str:

@@ -154,13 +154,11 @@ def memory_search(
             ranked = keyword
     page = ranked[offset : offset + limit]
     scored = mode != "keyword" or bool(search.strip())
-    out: MemorySearchResult = {
-        "memories": [_result(memories[r.key], r.score if search.strip() and scored else None) for r in page],
-        "total": total,
-    }
-    if unembedded is not None:
-        out["unembedded"] = unembedded
-    return out
+    return MemorySearchResult(
+        memories=[_result(memories[r.key], r.score if search.strip() and scored else None) for r in page],
+        total=total,
+        unembedded=unembedded,
+    )
 
 
 def _any_superseded(snapshot: Snapshot[Memory]) -> bool:

@@ -54,12 +54,8 @@ class Outcome:
 
     def result(self, command: str) -> MemoryToolResult:
         """`{kb, result}`, plus `version` (and `proposal`) for a command that changes files."""
-        out: MemoryToolResult = {"kb": self.kb, "result": self.text}
-        if command != "view":
-            out["version"] = self.version
-        if self.proposal is not None:
-            out["proposal"] = self.proposal
-        return out
+        out = MemoryToolResult(kb=self.kb, result=self.text, proposal=self.proposal)
+        return out if command == "view" else out.model_copy(update={"version": self.version})
 
 
 # -- pure mapping ---------------------------------------------------------------------------------

@@ -58,7 +58,7 @@ class Dialect:
     """One dialect, declared once; everything else about it is derived from this.
 
     `bind` is "module:function": `function(binding)` returns the MCP tools (one per name in `tools`).
-    `results` maps a tool to the TypedDict it answers (published as its outputSchema).
+    `results` maps a tool to the result model it answers, published as its outputSchema.
     `folders` are path prefixes (ending in "/") whose files the web admin shows as records.
     `reserved`: files only this tool set's tools may write (an agent's other writes are `forbidden`).
     `instructions(services, caller)`: this set's part of an agent's instructions, or None;

@@ -151,10 +151,9 @@ def store_memory(
         if superseded:
             message += f"; supersedes {', '.join(superseded)}"
         written = call.write(slug, changes, message, _TOOL_SET)
-        out: StoreResult = {"id": memory.id, "taskId": written.version, "superseded": superseded}
-        if written.proposal is not None:
-            out["proposal"] = written.proposal
-        return out
+        return StoreResult(
+            id=memory.id, taskId=written.version, superseded=superseded, proposal=written.proposal
+        )
 
     return retry_stale(attempt)
 
@@ -179,7 +178,7 @@ def update_memory_importance(
         record = parse_memory(current.content) if current is not None else None
         if current is None or record is None:
             raise NotFound(f"no memory {id!r} in KB {slug}", id=id)
-        out: ImportanceResult = {"id": old.id, "importance": weight, "taskId": None}
+        out = ImportanceResult(id=old.id, importance=weight, taskId=None)
         if record.importance != weight:  # else nothing to change in the file: no version (taskId null)
             updated = record.model_copy(update={"importance": weight, "updatedAt": now_iso()})
             written = call.write(
@@ -196,9 +195,10 @@ def update_memory_importance(
                 f"{_first_line(old.content)}",
                 _TOOL_SET,
             )
-            out["taskId"] = written.version
+            out = ImportanceResult(
+                id=old.id, importance=weight, taskId=written.version, proposal=written.proposal
+            )
             if written.proposal is not None:
-                out["proposal"] = written.proposal
                 return out  # the file keeps its importance until an admin approves
         memory_access.reset_importance(call.services, call.caller, slug, old.id, weight)
         return out

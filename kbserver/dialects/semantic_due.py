@@ -51,17 +51,15 @@ def _due(
 
 
 def _due_item(due: datetime.datetime, m: Memory, now: datetime.datetime) -> DueItem:
-    item: DueItem = {
-        "id": m.id,
-        "content": m.content,
-        "due": _iso(due),
-        "user_id": m.user_id,
-        "memory_type": m.memory_type,
-        "overdue": due < now,
-    }
-    if m.recurrence is not None:
-        item["recurrence"] = m.recurrence
-    return item
+    return DueItem(
+        id=m.id,
+        content=m.content,
+        due=_iso(due),
+        user_id=m.user_id,
+        memory_type=m.memory_type,
+        overdue=due < now,
+        recurrence=m.recurrence,
+    )
 
 
 def list_due_memories(
@@ -78,7 +76,7 @@ def list_due_memories(
     now = _now()
     until = now + DUE_WINDOW if before in (None, "") else parse_time(str(before), "before")
     slug = call.kb_to_read(kb)
-    return {"memories": [_due_item(due, m, now) for due, m in _due(call, slug, user, until, now)]}
+    return DueResult(memories=[_due_item(due, m, now) for due, m in _due(call, slug, user, until, now)])
 
 
 def instructions(services: Services, caller: Caller, limit: int = 20) -> str | None:

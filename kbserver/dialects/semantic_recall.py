@@ -92,18 +92,16 @@ def _rank(
     out = []
     for value, m in scored:
         row = counted.get(m.id)
-        item: RankedItem = {
-            "id": m.id,
-            "content": m.content,
-            "memory_type": m.memory_type,
-            "user_id": m.user_id,
-            "importance": round(_effective(m, row), 4),
-            "access_count": row.access_count if row is not None else 0,
-            "score": round(value, 4),
-        }
-        if include_superseded:
-            item["superseded_by"] = m.superseded_by
-        out.append(item)
+        item = RankedItem(
+            id=m.id,
+            content=m.content,
+            memory_type=m.memory_type,
+            user_id=m.user_id,
+            importance=round(_effective(m, row), 4),
+            access_count=row.access_count if row is not None else 0,
+            score=round(value, 4),
+        )
+        out.append(item.model_copy(update={"superseded_by": m.superseded_by}) if include_superseded else item)
     return out
 
 
@@ -135,12 +133,10 @@ def search_memories_by_semantics(
     memories = _candidates(call, slug, user, include_superseded)
     sims, fallen_back = _similarities(call, slug, text, memories, as_query=True)
     kept = [(s, m) for s, m in zip(sims, memories, strict=True) if s >= MIN_SIMILARITY]
-    out: RankedResult = {
-        "memories": _rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded)
-    }
-    if fallen_back:
-        out["unembedded"] = fallen_back  # compared by their words until the follower embeds them
-    return out
+    return RankedResult(
+        memories=_rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded),
+        unembedded=fallen_back or None,  # compared by their words until the follower embeds them
+    )
 
 
 def recall_related(
@@ -167,7 +163,7 @@ def recall_related(
     sims, fallen_back = _similarities(call, slug, text, memories, as_query=True)
     top = max(sims, default=None)
     if top is None or top < MIN_SIMILARITY:
-        return {"memories": []}
+        return RankedResult(memories=[])
     best = max((i for i, s in enumerate(sims) if s == top), key=lambda i: memories[i].id)  # ties: by id
     seed = memories[best]
     near, _ = _similarities(call, slug, seed.content, memories[:best] + memories[best + 1 :], as_query=False)
@@ -177,9 +173,7 @@ def recall_related(
         if s >= MIN_SIMILARITY or neighbour >= RELATED_SIMILARITY or m is seed:
             # A neighbour is as relevant as the best hit is, times how close it is to it.
             kept.append((max(s, neighbour * top), m))
-    out: RankedResult = {
-        "memories": _rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded)
-    }
-    if fallen_back:
-        out["unembedded"] = fallen_back
-    return out
+    return RankedResult(
+        memories=_rank(call, slug, [m for _s, m in kept], [s for s, _m in kept], count, include_superseded),
+        unembedded=fallen_back or None,
+    )

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 from kbserver.core.errors import AlreadyExists, NotFound, Stale
 from kbserver.core.model import FileChange, WriteResult
-from kbserver.dialects.results import Proposal, TaskFields, VersionFields
+from kbserver.dialects.results import Proposal
 from kbserver.services.reading import files
 from kbserver.services.session import AgentSession
 
@@ -44,18 +44,6 @@ class Written:
     proposal: Proposal | None = None
     parent: str | None = None  # the version it was made on (None for a proposal or a first version)
     files: dict[str, str | None] | None = None  # path -> sha256 of each file written (None: deleted)
-
-    def fields(self) -> VersionFields:
-        """`{version}` or `{version: null, proposal}` for a tool result."""
-        if self.proposal is not None:
-            return {"version": None, "proposal": self.proposal}
-        return {"version": self.version}
-
-    def task(self) -> TaskFields:
-        """`{taskId}` (the version) or `{taskId: null, proposal}` for a tool result."""
-        if self.proposal is not None:
-            return {"taskId": None, "proposal": self.proposal}
-        return {"taskId": self.version}
 
 
 @dataclass(frozen=True)
@@ -103,7 +91,7 @@ class DialectCall(AgentSession):
         if isinstance(result, WriteResult):
             written = {f.path: (None if f.mode == "delete" else f.sha256) for f in result.files}
             return Written(result.version, parent=result.parent, files=written)
-        return Written(None, {"id": result.proposal.id, "status": result.proposal.status})
+        return Written(None, Proposal(id=result.proposal.id, status=result.proposal.status))
 
 
 def retry_stale(attempt: Callable[[], T]) -> T:

@@ -182,7 +182,9 @@ def save_memory(
         feeds = {kind} if kind != "saved" or record.saved_kind == "arrangement" else set()
         changes = [change, *_compiled(call, slug, feeds, record, None)]
         written = call.write(slug, changes, f"typed memory: {status} {kind} {record_id}", "typed")
-        return {"type": kind, "id": record_id, "status": status, **written.task()}
+        return SaveResult(
+            type=kind, id=record_id, status=status, taskId=written.version, proposal=written.proposal
+        )
 
     return retry_stale(attempt)
 
@@ -207,7 +209,9 @@ def forget_memory(
         changes += _compiled(call, slug, feeds, None, (kind, id))
         message = f"typed memory: forget {kind} {id}" + (f" (reason: {why})" if why else "")
         written = call.write(slug, changes, message, "typed")
-        return {"type": kind, "id": id, "status": "forgotten", **written.task()}
+        return SaveResult(
+            type=kind, id=id, status="forgotten", taskId=written.version, proposal=written.proposal
+        )
 
     return retry_stale(attempt)
 

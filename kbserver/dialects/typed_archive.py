@@ -67,7 +67,7 @@ def archive_day(
         )
         status = "merged" if old else "created"
         written = call.write(slug, [change], f"typed memory: archive {day} ({status})", "typed")
-        return {"date": day, "status": status, **written.task()}
+        return ArchiveResult(date=day, status=status, taskId=written.version, proposal=written.proposal)
 
     return retry_stale(attempt)
 
@@ -117,11 +117,11 @@ def recall_raw(
         if value > 0:
             found.append((value, day))
     found.sort(key=lambda item: (-item[0], _neg(item[1].date)))
-    return {"days": [_day_result(day) for _, day in found[:limit]]}
+    return RecallResult(days=[_day_result(day) for _, day in found[:limit]])
 
 
 def _day_result(day: Day) -> DayResult:
-    return {"date": day.date, "summary": day.summary, "diary": day.diary, "facts": list(day.facts)}
+    return DayResult(date=day.date, summary=day.summary, diary=day.diary, facts=list(day.facts))
 
 
 def _neg(date: str) -> tuple[int, ...]:

@@ -4,7 +4,6 @@ or a source that a record's source_refs point to."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
 
 from kbserver.core.errors import InvalidRequest, NotFound
 from kbserver.core.paths import check_path
@@ -30,7 +29,7 @@ __all__ = ["get_memory", "query_index"]
 
 def _fields(record: Record) -> RecordResult:
     # The record's fields are RecordResult's (tests/dialects/test_dialect_results.py checks it).
-    return cast(RecordResult, record.model_dump(exclude_none=True))
+    return RecordResult.model_validate(record.model_dump(exclude_none=True))
 
 
 def query_index(
@@ -56,11 +55,11 @@ def query_index(
         if value > 0:
             scored.append((value, r))
     scored.sort(key=lambda item: (-item[0], item[1].type, item[1].id))
-    entries: list[IndexEntry] = [
-        {"type": r.type, "id": r.id, "label": r.label, "summary": one_line(r.summary)}
+    entries = [
+        IndexEntry(type=r.type, id=r.id, label=r.label, summary=one_line(r.summary))
         for _, r in scored[:limit]
     ]
-    return {"entries": entries}
+    return QueryResult(entries=entries)
 
 
 def get_memory(call: DialectCall, type: str, id: str, *, kb: str | None = None) -> RecordResult:
@@ -87,15 +86,15 @@ def _source(call: DialectCall, slug: str, id: str) -> RecordResult:
         if day is None:
             raise NotFound(f"no archived day {date}; archive_day writes one", type="source", id=id)
         d = day[0]
-        return {
-            "type": "source",
-            "id": id,
-            "kind": "conversation",
-            "date": d.date,
-            "summary": d.summary,
-            "diary": d.diary,
-            "facts": list(d.facts),
-        }
+        return RecordResult(
+            type="source",
+            id=id,
+            kind="conversation",
+            date=d.date,
+            summary=d.summary,
+            diary=d.diary,
+            facts=list(d.facts),
+        )
     try:
         current = call.read(slug, check_path(id))
     except InvalidRequest:
@@ -104,11 +103,6 @@ def _source(call: DialectCall, slug: str, id: str) -> RecordResult:
         raise NotFound(
             f"no source {id}: neither an archived day nor a file of KB {slug}", type="source", id=id
         )
-    return {
-        "type": "source",
-        "id": id,
-        "kind": "file",
-        "path": id,
-        "content": current.content,
-        "sha256": current.sha256,
-    }
+    return RecordResult(
+        type="source", id=id, kind="file", path=id, content=current.content, sha256=current.sha256
+    )

@@ -3,7 +3,7 @@ published as `outputSchema` with the error admitted as an alternative result (kb
 
 # No `from __future__ import annotations`: pydantic reads these classes to publish the schemas.
 
-from pydantic import ConfigDict, with_config
+from pydantic import ConfigDict
 
 from kbserver.dialects import results
 from kbserver.mcp.schemas import _or_error
@@ -31,81 +31,65 @@ __all__ = [
 PUBLISHED = ConfigDict(json_schema_extra=_or_error)
 
 
-@with_config(PUBLISHED)
 class MemoryFileOutput(results.MemoryFileResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class MemoryToolOutput(results.MemoryToolResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class SaveOutput(results.SaveResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class ArchiveOutput(results.ArchiveResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class QueryOutput(results.QueryResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class RecordOutput(results.RecordResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class RecallOutput(results.RecallResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class AddOutput(results.AddResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class UpdateOutput(results.UpdateResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class DeleteOutput(results.DeleteResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class MemorySearchOutput(results.MemorySearchResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class TaskOutput(results.TaskResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class StoreOutput(results.StoreResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class RankedOutput(results.RankedResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class ImportanceOutput(results.ImportanceResult):
-    pass
+    model_config = PUBLISHED
 
 
-@with_config(PUBLISHED)
 class DueOutput(results.DueResult):
-    pass
+    model_config = PUBLISHED

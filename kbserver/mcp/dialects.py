@@ -79,7 +79,7 @@ def _check_result(dialect: Dialect, tool: Tool) -> None:
     result = dialect.results.get(tool.name)
     if result is None:
         return
-    declared = set(getattr(result, "__annotations__", {}))
+    declared = set(getattr(result, "model_fields", None) or getattr(result, "__annotations__", {}))
     published = set((tool.output_schema or {}).get("properties", {})) - {"error"}
     if published != declared:
         raise InvalidRequest(

@@ -102,15 +102,15 @@ def test_the_catalogue_equals_a_fresh_reading(shared: Services, steps: list[tupl
             seen = [m for m in known if visible(m, agent)]
             want = _brute_similar(str(text), seen)
             out = memory.memory_add(call, str(text), agentId=agent if scoped else None, kb=slug)
-            assert out["similar"] == want
-            version = str(out["taskId"])
+            assert [s.model_dump() for s in out.similar] == want
+            version = str(out.taskId)
         elif kind == "update" and known:
             _, text, pick = step
             out = memory.memory_update(calls["admin"], known[int(pick) % len(known)].id, str(text), kb=slug)
-            version = str(out["taskId"])
+            version = str(out.taskId)
         elif kind == "delete" and known:
             out = memory.memory_delete(calls["admin"], known[int(step[1]) % len(known)].id, kb=slug)
-            version = str(out["taskId"])
+            version = str(out.taskId)
         elif kind == "revert" and len(history) > 1:
             target = history[int(step[1]) % (len(history) - 1)]
             assert target is not None
@@ -168,15 +168,15 @@ def test_another_services_sees_the_same_memories(tmp_path: Path) -> None:
         kbs.create(one, ADMIN, "shared")
         a, b = DialectCall(one, ADMIN), DialectCall(two, ADMIN)
         first = memory.memory_add(a, "Lily drinks green tea every morning", kb="shared")
-        assert set(memory.catalog(b, "shared")) == {f"memories/{first['id']}.md"}
-        memory.memory_update(b, str(first["id"]), "Lily drinks black coffee every morning", kb="shared")
+        assert set(memory.catalog(b, "shared")) == {f"memories/{first.id}.md"}
+        memory.memory_update(b, str(first.id), "Lily drinks black coffee every morning", kb="shared")
         second = memory.memory_add(b, "Raj plays the piano", kb="shared")
         seen = memory.catalog(a, "shared")
         assert seen == _reference(one, "shared")
-        assert seen[f"memories/{first['id']}.md"].content == "Lily drinks black coffee every morning"
-        memory.memory_delete(a, str(second["id"]), kb="shared")
+        assert seen[f"memories/{first.id}.md"].content == "Lily drinks black coffee every morning"
+        memory.memory_delete(a, str(second.id), kb="shared")
         assert memory.catalog(b, "shared") == _reference(two, "shared")
-        assert set(memory.catalog(b, "shared")) == {f"memories/{first['id']}.md"}
+        assert set(memory.catalog(b, "shared")) == {f"memories/{first.id}.md"}
     finally:
         two.close()
         one.close()

@@ -39,7 +39,7 @@ def test_hybrid_reads_a_quoted_phrase_as_words(
     read = _searched(services, kb, notes, question)
     monkeypatch.setattr(memory_rank, "PLAIN_WORDS", False)
     call = DialectCall(services, caller_for(services, "alice"))
-    required = {m["content"]: m["score"] for m in memory_search(call, question)["memories"]}  # type: ignore[index, misc, union-attr]
+    required = {m.content: m.score for m in memory_search(call, question).memories}
     assert read[notes[0]] > required[notes[0]] + 0.05  # its words count: coverage joins the cosine
     assert read[notes[1]] == required[notes[1]]
 
@@ -51,8 +51,8 @@ def _searched(services: Services, kb: str, contents: list[str], question: str) -
         memory_add(call, content)
     head = services.repos.repo(kb).head()
     assert head is not None and services.progress.wait_blocking(kb, head, 120)
-    found = memory_search(call, question)["memories"]
-    return {m["content"]: m["score"] for m in found}  # type: ignore[index, misc, union-attr]
+    found = memory_search(call, question).memories
+    return {m.content: m.score for m in found}
 
 
 NOTES = [
@@ -71,8 +71,8 @@ def test_a_memory_holding_the_questions_name_is_lifted(
     monkeypatch.setattr(memory_rank, "NAME_BOOST", boost)
     with_names = _searched(services, kb, NOTES, QUESTION)
     monkeypatch.setattr(memory_rank, "NAME_BOOST", 0.0)
-    without = memory_search(DialectCall(services, caller_for(services, "alice")), QUESTION)["memories"]
-    plain = {m["content"]: m["score"] for m in without}  # type: ignore[index, misc, union-attr]
+    without = memory_search(DialectCall(services, caller_for(services, "alice")), QUESTION).memories
+    plain = {m.content: m.score for m in without}
     named, other = NOTES[0], NOTES[1]
     assert with_names[named] == pytest.approx(min(1.0, plain[named] + boost), abs=2e-4)
     assert with_names[other] == plain[other]  # no name of the question: as the fusion scored it

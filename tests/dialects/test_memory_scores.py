@@ -24,8 +24,8 @@ def test_near_identical_memories_score_alike(services: Services, kb: str) -> Non
     memory_add(call, "Alice prefers green tea in the morning")
     memory_add(call, "Alice prefers green tea in the mornings")
     _caught_up(services, call, kb)
-    found = memory_search(call, "what does Alice drink in the morning?")["memories"]
-    scores = [m["score"] for m in found]  # type: ignore[index, union-attr]
+    found = memory_search(call, "what does Alice drink in the morning?").memories
+    scores = [m.score for m in found if m.score is not None]
     assert len(scores) == 2
     assert abs(scores[0] - scores[1]) < 0.1, scores  # min-max over the results made them 0.80 and 0.05
     assert all(0.0 <= s <= 1.0 for s in scores)
@@ -38,9 +38,10 @@ def test_scores_compare_across_questions(services: Services, kb: str) -> None:
     memory_add(call, "The quarterly report is due on Friday")
     memory_add(call, "Bob likes hiking in the Alps")
     _caught_up(services, call, kb)
-    related = memory_search(call, "when is the quarterly report due?")["memories"]
-    unrelated = memory_search(call, "how do volcanoes form under the ocean?")["memories"]
-    best = related[0]  # type: ignore[index]
-    assert best["content"] == "The quarterly report is due on Friday"  # type: ignore[index]
-    assert best["score"] > 0.5, best  # type: ignore[index]
-    assert unrelated[0]["score"] < 0.5 < best["score"], (unrelated, best)  # type: ignore[index]
+    related = memory_search(call, "when is the quarterly report due?").memories
+    unrelated = memory_search(call, "how do volcanoes form under the ocean?").memories
+    best = related[0]
+    assert best.content == "The quarterly report is due on Friday"
+    assert best.score is not None and best.score > 0.5, best
+    worst = unrelated[0].score
+    assert worst is not None and worst < 0.5 < best.score, (unrelated, best)

@@ -218,16 +218,16 @@ def test_memory_search_agrees_with_the_model(
         want, allowed = _model(memories, question, who, filters)
         page = memory.memory_search(call, kb=slug, **args)  # type: ignore[arg-type]
         everything = memory.memory_search(call, kb=slug, **{**args, "limit": 100, "offset": 0})  # type: ignore[arg-type]
-        got = [str(r["id"]) for r in everything["memories"]]  # type: ignore[index]
+        got = [r.id for r in everything.memories]
         assert len(got) == len(set(got))
         assert set(got) == want, (sorted(got), sorted(want))
-        assert everything["total"] == page["total"] == len(want)
+        assert everything.total == page.total == len(want)
         limit, offset = int(filters.get("limit", 10)), int(filters.get("offset", 0))  # type: ignore[call-overload]
-        assert [r["id"] for r in page["memories"]] == got[offset : offset + limit]  # type: ignore[index]
-        for row in everything["memories"]:  # type: ignore[union-attr]
-            m = by_id[row["id"]]
+        assert [r.id for r in page.memories] == got[offset : offset + limit]
+        for row in everything.memories:
+            m = by_id[row.id]
             assert m in allowed
-            assert row["content"] == m.content and row["agentId"] == m.agentId
+            assert row.content == m.content and row.agentId == m.agentId
             assert who is None or m.agentId in (None, who)  # a scoped memory never leaks
         if not question.strip():
             times = [by_id[i].createdAt for i in got]

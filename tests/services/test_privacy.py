@@ -39,9 +39,9 @@ def private(services: Services, kb: str) -> dict[str, str]:
     mine = memory.memory_add(alice, SECRET, agentId="alice", kb=kb)
     public = memory.memory_add(alice, "The team salary bands are in the wiki", kb=kb)
     return {
-        "path": f"memories/{mine['id']}.md",
-        "version": str(mine["taskId"]),
-        "public": f"memories/{public['id']}.md",
+        "path": f"memories/{mine.id}.md",
+        "version": str(mine.taskId),
+        "public": f"memories/{public.id}.md",
     }
 
 
@@ -156,12 +156,12 @@ def test_memory_md_is_changed_by_its_tools_only_undo_and_revert_too(services: Se
     bob = caller_for(services, "bob")
     before = state(services, kb)
     with pytest.raises(Forbidden):
-        review.undo(services, bob, kb, str(second["version"]))
-    parent = services.repos.repo(kb).commit_info(str(first["version"])).parent
+        review.undo(services, bob, kb, str(second.version))
+    parent = services.repos.repo(kb).commit_info(str(first.version)).parent
     with pytest.raises(Forbidden):
         versions.revert(services, bob, kb, str(parent))
     with pytest.raises(Forbidden):
-        review.undo(services, caller_for(services, "alice"), kb, str(second["version"]))  # tools only
+        review.undo(services, caller_for(services, "alice"), kb, str(second.version))  # tools only
     assert state(services, kb) == before
     versions.revert(services, ADMIN, kb, str(parent))  # the admin may, the whole KB
     with pytest.raises(NotFound):

@@ -3,7 +3,8 @@
 A binder is `tools(binding) -> list[Tool]`: each tool parses its arguments, builds a DialectCall with
 `call_of` and calls the dialect, which decides; `ok_result` sends its answer, and a KBError it raises
 reaches the agent as `"{code}: {message}"`. Annotate the return as
-`Annotated[CallToolResult, published(MyResult)]` to publish the result's TypedDict as `outputSchema`.
+`Annotated[CallToolResult, published(MyResult)]` to publish the result's type (a pydantic model, such as
+kbserver.dialects.results.Result, or a TypedDict) as `outputSchema`.
 """
 
 # No `from __future__ import annotations`: the SDK reads the tools' annotations at registration.
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
-from pydantic import Field, with_config
+from pydantic import BaseModel, Field, with_config
 
 from kbserver.dialects.session import DialectCall
 from kbserver.mcp.binding import RunArg
@@ -56,6 +57,9 @@ def tool(fn: Callable[..., Any], title: str, annotations: ToolAnnotations) -> To
 
 @functools.cache
 def published(result: type) -> type:
-    """The result TypedDict `result` as published: its own fields, with the error as the other answer."""
+    """The result type `result` as published: its own fields, with the error as the other answer. A
+    pydantic model (as kbserver.dialects.results), or a plugin's TypedDict."""
     name = result.__name__.removesuffix("Result") + "Output"
+    if issubclass(result, BaseModel):
+        return types.new_class(name, (result,), {}, lambda ns: ns.update(model_config=PUBLISHED))
     return with_config(PUBLISHED)(types.new_class(name, (result,), {}))

@@ -77,7 +77,8 @@ def tools(binding: "Binding") -> list[Tool]:
         )
         data = outcome.result(command)
         return CallToolResult(
-            content=[TextContent(type="text", text=outcome.text)], structured_content=dict(data)
+            content=[TextContent(type="text", text=outcome.text)],
+            structured_content=data.model_dump(mode="json"),
         )
 
     return [tool(memory, "Memory directory (/memories)", WRITES)]
