@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kbserver.core.model import Caller
-from kbserver.dialects import memory
+from kbserver.dialects import memory_base
 from kbserver.dialects.memory_rank import plain
 from kbserver.dialects.memory_records import FOLDER
 from kbserver.services.context import Services
@@ -22,8 +22,8 @@ from kbserver.services.reading import search as search_service
 from kbserver.services.reading import semantic
 from kbserver.services.reading.hybrid import Fusion, Ranked, fuse
 
-CANDIDATES = memory.CANDIDATES  # semantic candidates, as memory_search takes
-KEYWORD_CANDIDATES = memory.KEYWORD_CANDIDATES  # keyword candidates, as memory_search takes
+CANDIDATES = memory_base.CANDIDATES  # semantic candidates, as memory_search takes
+KEYWORD_CANDIDATES = memory_base.KEYWORD_CANDIDATES  # keyword candidates, as memory_search takes
 UNGATED = (-1.0, 0.0)  # a gate that lets every clipped cosine's words count whole (before 2026-12)
 
 

@@ -196,7 +196,8 @@ def _id(path: str) -> str:
 
 
 def _halves(results: dict[str, list[Row]]) -> None:
-    """R@5 on the even and the odd conversations apart: a variant chosen on one is judged on the other."""
+    """R@5 on the even and the odd conversations apart (smallest first: the 1st, 3rd, ... and the 2nd,
+    4th, ...): a variant chosen on one is judged on the other."""
     print(f"\n| {'mode':<34} | R@5 even | R@5 odd |")
     print(f"|{'-' * 36}|----------|---------|")
     for name, rows in results.items():
@@ -290,7 +291,7 @@ def run(
     print("(semantic and hybrid p50 include embedding the question; hit = any evidence turn in the top k)\n")
     print("x FTS5, x porter: R@5 over that of FTS5 bm25 plain, with Porter stemming")
     summary = _table(results, latency)
-    if weights:
+    if len(conversations) > 1:
         _halves(results)
     return summary
 
