@@ -16,6 +16,7 @@ from pathlib import Path
 from kbserver.control import ControlStore, SqliteControlStore
 from kbserver.core.errors import InvalidRequest
 from kbserver.core.pool import LeasePool
+from kbserver.core.trim import give_back
 from kbserver.dialects import registry
 from kbserver.services.context import Options, Services
 from kbserver.services.following.feeds import SharedFeed
@@ -110,7 +111,7 @@ def open_services(data: Path, options: Options | None = None, sinks: Sequence[Si
     data.mkdir(parents=True, exist_ok=True)
     control = open_control(data, options)  # first: a node whose control store is unusable starts nothing
     # One least-recently-used pool of open repositories and indexes under the memory budget.
-    pool = LeasePool(options.memory_budget_mb * 1024 * 1024)
+    pool = LeasePool(options.memory_budget_mb * 1024 * 1024, released=give_back)
     repos = Repos(data / "kbs", fsync=options.fsync, pool=pool, wait=options.write_wait_seconds)
     cache = options.cache_dir or data  # node-local: never Whoosh on network storage
     cache.mkdir(parents=True, exist_ok=True)

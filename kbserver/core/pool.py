@@ -35,6 +35,9 @@ class LeasePool:
     """Values of every kind share `budget` (bytes); the least recently used go first."""
 
     budget: int
+    # Called after the pool closed values, outside its lock: the composition hands the memory they
+    # freed back to the system (kbserver.core.trim), which the allocator would otherwise keep.
+    released: Callable[[], object] = lambda: None
     _items: OrderedDict[tuple[str, str], _Entry] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _opening: dict[tuple[str, str], threading.Event] = field(default_factory=dict)  # set once opened
@@ -89,8 +92,7 @@ class LeasePool:
                 del self._opening[key]
                 doomed = self._use(key, entry, lease)
             mine.set()
-        for victim in doomed:
-            victim.kind.close(victim.value)
+        self._close(doomed)
         return entry
 
     def _use(self, key: tuple[str, str], entry: _Entry, lease: bool) -> list[_Entry]:
@@ -112,7 +114,7 @@ class LeasePool:
             entry.users -= 1
             close = entry.doomed and entry.users == 0
         if close:
-            entry.kind.close(entry.value)
+            self._close([entry])
 
     def _evict(self, keep: str | None = None) -> list[_Entry]:
         """Unlink least recently used entries beyond the budget (call with the lock held), but none
@@ -138,8 +140,14 @@ class LeasePool:
         """Close what is over the budget now."""
         with self._lock:
             doomed = self._evict()
-        for victim in doomed:
-            victim.kind.close(victim.value)
+        self._close(doomed)
+
+    def _close(self, entries: list[_Entry]) -> None:
+        """Close `entries`, taken out of the pool and used by nobody, then call `released`."""
+        for e in entries:
+            e.kind.close(e.value)
+        if entries:
+            self.released()
 
     def _drop(self, key: tuple[str, str]) -> None:
         while True:  # a value being opened is dropped once it is there
@@ -155,7 +163,7 @@ class LeasePool:
             close = entry.users == 0
             entry.doomed = not close
         if close:
-            entry.kind.close(entry.value)
+            self._close([entry])
 
     def _names(self, kind: str) -> list[str]:
         with self._lock:
@@ -168,9 +176,7 @@ class LeasePool:
             entries = [self._items.pop(key) for key in keys]
             for e in entries:
                 e.doomed = e.users > 0
-        for e in entries:
-            if not e.doomed:
-                e.kind.close(e.value)
+        self._close([e for e in entries if not e.doomed])
 
 
 @dataclass(frozen=True)

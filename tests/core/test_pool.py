@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import threading
+import time
+
+import pytest
 
 from kbserver.core.pool import Kind, LeasePool
 
@@ -157,3 +160,33 @@ def test_opening_a_cold_value_does_not_hold_up_leases_of_others() -> None:
         pass
     assert things.get("broken").key == "broken" and opened.count("broken") == 2
     pool.close()
+
+
+def test_released_is_told_after_every_close_and_only_then() -> None:
+    """The composition hands freed memory back (kbserver.core.trim) once values were closed."""
+    told: list[list[str]] = []
+    closed: list[str] = []
+    pool = LeasePool(2, released=lambda: told.append(list(closed)))
+    things = pool.kind("thing", Thing, lambda t: closed.append(t.key), lambda t: t.weight)
+    things.get("a")
+    things.get("b")
+    assert told == []  # within the budget: nothing closed, nothing told
+    things.get("c")  # evicts a
+    assert told == [["a"]]
+    with things.lease("d"):  # evicts b
+        things.drop("d")  # leased: closed by its last user
+        assert told == [["a"], ["a", "b"]]
+    assert told[-1] == ["a", "b", "d"]
+    pool.close()
+    assert told[-1] == ["a", "b", "d", "c"] and len(told) == 4
+    pool.close()  # nothing left to close: not told
+    assert len(told) == 4
+
+
+def test_give_back_skips_a_trim_within_min_seconds_of_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kbserver.core import trim
+
+    monkeypatch.setattr(trim, "_last", time.monotonic() + 3600)  # as if one had just run
+    assert trim.give_back() is False
+    monkeypatch.setattr(trim, "_last", time.monotonic() - 3600)
+    assert trim.give_back() is (trim._malloc_trim is not None)  # glibc: it runs
