@@ -46,7 +46,7 @@ def open_control(data: Path, options: Options) -> ControlStore:
     Raises Unavailable when the database cannot be reached or its schema is newer than this code.
     """
     if options.control_url:
-        from kbserver.control import PostgresControlStore  # psycopg only where it is used (~9 MB)
+        from kbserver.control import PostgresControlStore  # psycopg only where it is used
 
         return PostgresControlStore(options.control_url)
     return SqliteControlStore(data / "control.db")

@@ -5,8 +5,8 @@ the retrieval counters of memories.
 (WAL), `PostgresControlStore` in a PostgreSQL database several nodes share. Sits beside store and
 index: imports only kbserver.core. Tokens are never stored in clear.
 
-The PostgreSQL parts are imported on first use: psycopg and its pool cost a process ~9 MB of
-memory that one on SQLite never needs.
+The PostgreSQL parts are imported on first use: psycopg and its pool cost a process memory
+(docs/performance.md) that one on SQLite never needs.
 """
 
 import importlib

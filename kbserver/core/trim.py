@@ -1,9 +1,9 @@
 """Hand the memory that closed KBs freed back to the system (glibc's `malloc_trim`).
 
 Closing an index or a repository frees megabytes that malloc keeps for reuse, spread over the
-arenas of the ~40 request threads: with 100 KBs opened and closed in turn by 40 threads, RSS stayed
-~35 MB above what a trim left (docs/performance.md). A trim costs 0.3-2.5 ms, so it runs at most
-every `MIN_SECONDS`. Where there is no `malloc_trim` (not glibc), it does nothing.
+arenas of the request threads, so RSS stayed well above what the server used (docs/performance.md,
+"Server memory with many KBs"). A trim costs a few milliseconds at most, so it runs at most every
+`MIN_SECONDS`. Where there is no `malloc_trim` (not glibc), it does nothing.
 """
 
 from __future__ import annotations

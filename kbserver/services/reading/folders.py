@@ -6,8 +6,8 @@ things (the repository, the version id, who looks), and a newer version's listin
 kept one of the same KB by the tree diff between the two (skipping equal folders by id), so the page
 after a write does not walk the KB again. Being keyed by version ids, a listing is right on every
 node whatever the others wrote. A KB's listings live in the services' pool, weighed by their names
-and charged to the memory budget with its repository and index (kept globally, up to 100,000
-names, they held ~17 MB beside the budget once the admin had looked at 100 KBs of 1,000 files).
+and charged to the memory budget with its repository and index: kept beside the budget, they grew
+with the number of KBs the admin looked at.
 """
 
 from __future__ import annotations
