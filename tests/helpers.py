@@ -22,6 +22,18 @@ ADMIN_TOKEN = "test-admin-token"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def python_probe(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`code` run by a fresh interpreter of this checkout (what a command imports shows there)."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+    )
+
+
 def git_fsck(repo: Path) -> None:
     """C git's full, strict fsck must pass (dangling objects are allowed)."""
     assert shutil.which("git"), "C git is needed by the tests"

@@ -20,7 +20,7 @@ from kbserver.services import Services
 from kbserver.services.access import agents
 from kbserver.services.access.auth import ADMIN
 from kbserver.services.writing import writes
-from tests.helpers import REPO_ROOT, make_agent
+from tests.helpers import REPO_ROOT, make_agent, python_probe
 from tests.mcp.conftest import _Uvicorn
 
 
@@ -246,13 +246,6 @@ def test_the_http_commands_start_without_the_storage(host: Path) -> None:
         "code = main(['mount', '--url', 'ftp://nowhere', '--kb', 'a', 'd']); "
         "print(code, sorted(m for m in sys.modules if m.startswith(('kbserver.services', 'kbserver.store'))))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=host,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    done = python_probe(probe, host)
     assert done.stdout.strip() == "1 []", done.stdout + done.stderr
     assert done.stderr.startswith("error: invalid_request: --url must be")

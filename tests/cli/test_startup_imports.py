@@ -3,14 +3,11 @@ seconds on a busy machine, and only the command that runs needs them (kbserver.c
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import python_probe
 
 HEAVY = ("kbserver.services", "kbserver.store", "kbserver.index", "kbserver.vectors", "kbserver.wiring")
 
@@ -29,14 +26,7 @@ def test_help_imports_no_services(argv: list[str], tmp_path: Path) -> None:
         "    code = stop.code\n"
         f"print(code, sorted(m for m in sys.modules if m.startswith({HEAVY!r})))\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
-    )
+    done = python_probe(probe, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "0 []", done.stdout + done.stderr
     assert "usage: kbserver" in done.stdout
