@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gc
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from kbserver.core.model import Append, Create, WriteRequest
 from kbserver.index import SearchIndex
-from kbserver.services import kbs
+from kbserver.services import Services, kbs
 from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.services.reading import files, search
@@ -20,11 +22,20 @@ from kbserver.wiring import open_services
 from tests.helpers import git_fsck
 
 
-def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
+@contextmanager
+def _tiny_budget(tmp_path: Path) -> Iterator[Services]:
+    """Started services whose memory budget is 1 MB: nearly every use of another KB evicts one."""
     services = open_services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
     services.start()
-    slugs = [f"kb{n}" for n in range(8)]
     try:
+        yield services
+    finally:
+        services.close()
+
+
+def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
+    slugs = [f"kb{n}" for n in range(8)]
+    with _tiny_budget(tmp_path) as services:
         for slug in slugs:
             kbs.create(services, ADMIN, slug)
             notes = [
@@ -45,8 +56,6 @@ def test_many_kbs_under_a_tiny_budget_stay_correct(tmp_path: Path) -> None:
         assert services.pool.weight() <= 1024 * 1024 or {name for _, name in services.pool.held()} == {
             slugs[-1]
         }
-    finally:
-        services.close()
     for slug in slugs:
         git_fsck(tmp_path / "data" / "kbs" / f"{slug}.git")
 
@@ -68,10 +77,8 @@ def _open_segments(folder: Path) -> set[str]:
 def test_what_the_pool_evicts_is_closed_whatever_the_number_of_kbs(tmp_path: Path) -> None:
     """Open repositories, searchers and segment files are those of the KBs the pool holds, however
     many KBs were read: an evicted value is closed, not left for the garbage collector."""
-    services = open_services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
-    services.start()
     slugs = [f"kb{n}" for n in range(24)]
-    try:
+    with _tiny_budget(tmp_path) as services:
         for slug in slugs:
             kbs.create(services, ADMIN, slug)
             notes = [Create(path=f"n/{i}.md", mode="create", content=f"{slug} wren {i}\n") for i in range(10)]
@@ -88,18 +95,14 @@ def test_what_the_pool_evicts_is_closed_whatever_the_number_of_kbs(tmp_path: Pat
         assert sum(isinstance(o, SearchIndex) for o in gc.get_objects()) <= len(held["index"])
         repos = {Path(o.path).name[: -len(".git")] for o in gc.get_objects() if isinstance(o, KBRepo)}
         assert repos <= held["repo"]
-    finally:
-        services.close()
     assert _open_segments(tmp_path / "data" / "index") == set()
 
 
 def test_the_kb_pages_listings_are_charged_to_the_budget(tmp_path: Path) -> None:
     """Each KB page keeps its version's listing (services.reading.folders) in the pool: however many
     KBs the admin looks at, only the listings of the KBs the pool holds stay, weighed with them."""
-    services = open_services(tmp_path / "data", Options(fsync=False, memory_budget_mb=1))
-    services.start()
     slugs = [f"kb{n}" for n in range(16)]
-    try:
+    with _tiny_budget(tmp_path) as services:
         for slug in slugs:
             kbs.create(services, ADMIN, slug)
             for start in range(0, 200, 20):
@@ -120,5 +123,3 @@ def test_the_kb_pages_listings_are_charged_to_the_budget(tmp_path: Path) -> None
         assert [f.path for f in again.files if f.path.startswith("n/")] == [
             f"n/{i}.md" for i in range(190, 195)
         ]
-    finally:
-        services.close()
