@@ -20,7 +20,6 @@ sessions; a query without such a turn is dropped (about a third of them).
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import re
@@ -29,7 +28,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.realtalk import Conversation, Question, Turn
+from bench.realtalk import Conversation, Question, Turn, convert_main, load_converted
 
 DEFAULT = Path(__file__).parent / "data" / "realmem.json"
 _FILE = re.compile(r"([^/]+)_dialogues_256k\.json$")
@@ -134,28 +133,18 @@ def convert(source: Path) -> list[Conversation]:
 
 
 def load(path: Path = DEFAULT) -> list[Conversation]:
-    if not path.is_file():
-        raise SystemExit(
-            f"{path} is missing: convert a local RealMem checkout first (python -m bench.realmem SOURCE)"
-        )
-    conversations: list[Conversation] = json.loads(path.read_text())["conversations"]
-    return conversations
+    return load_converted(path, "RealMem", "bench.realmem")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("source", type=Path, help="RealMem's dataset/ folder or its git folder")
-    parser.add_argument("--out", type=Path, default=DEFAULT)
-    args = parser.parse_args(argv)
-    conversations = convert(args.source)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    source = "RealMem (github.com/zhiyuan5986/RealMemBench, Apache-2.0), dataset/*_dialogues_256k.json"
-    body = {"source": source, "conversations": conversations}
-    args.out.write_text(json.dumps(body, ensure_ascii=False, indent=0) + "\n")
-    turns = sum(len(c["turns"]) for c in conversations)
-    questions = sum(len(c["questions"]) for c in conversations)
-    print(f"{args.out}: {len(conversations)} conversations, {turns} turns, {questions} questions")
-    return 0
+    return convert_main(
+        argv,
+        doc=__doc__,
+        source_help="RealMem's dataset/ folder or its git folder",
+        default=DEFAULT,
+        convert=convert,
+        source="RealMem (github.com/zhiyuan5986/RealMemBench, Apache-2.0), dataset/*_dialogues_256k.json",
+    )
 
 
 if __name__ == "__main__":

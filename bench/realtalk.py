@@ -22,6 +22,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -115,29 +116,53 @@ def convert(source: Path) -> list[Conversation]:
     return [convert_one(name, json.loads(files[name])) for name in ordered]
 
 
-def load(path: Path = DEFAULT) -> list[Conversation]:
+def load_converted(path: Path, name: str, module: str) -> list[Conversation]:
+    """The conversations a converter (`python -m MODULE SOURCE`) wrote to `path`."""
     if not path.is_file():
         raise SystemExit(
-            f"{path} is missing: convert a local REALTALK checkout first (python -m bench.realtalk SOURCE)"
+            f"{path} is missing: convert a local {name} checkout first (python -m {module} SOURCE)"
         )
     conversations: list[Conversation] = json.loads(path.read_text())["conversations"]
     return conversations
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("source", type=Path, help="REALTALK's data/ folder or its git folder")
-    parser.add_argument("--out", type=Path, default=DEFAULT)
+def convert_main(
+    argv: list[str] | None,
+    *,
+    doc: str | None,
+    source_help: str,
+    default: Path,
+    convert: Callable[[Path], list[Conversation]],
+    source: str,
+) -> int:
+    """A converter's command line: read SOURCE, write the conversations as JSON to --out."""
+    parser = argparse.ArgumentParser(description=(doc or "").splitlines()[0])
+    parser.add_argument("source", type=Path, help=source_help)
+    parser.add_argument("--out", type=Path, default=default)
     args = parser.parse_args(argv)
     conversations = convert(args.source)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    source = "REALTALK (github.com/danny911kr/REALTALK), data/Chat_*.json"
     body = {"source": source, "conversations": conversations}
     args.out.write_text(json.dumps(body, ensure_ascii=False, indent=0) + "\n")
     turns = sum(len(c["turns"]) for c in conversations)
     questions = sum(len(c["questions"]) for c in conversations)
     print(f"{args.out}: {len(conversations)} conversations, {turns} turns, {questions} questions")
     return 0
+
+
+def load(path: Path = DEFAULT) -> list[Conversation]:
+    return load_converted(path, "REALTALK", "bench.realtalk")
+
+
+def main(argv: list[str] | None = None) -> int:
+    return convert_main(
+        argv,
+        doc=__doc__,
+        source_help="REALTALK's data/ folder or its git folder",
+        default=DEFAULT,
+        convert=convert,
+        source="REALTALK (github.com/danny911kr/REALTALK), data/Chat_*.json",
+    )
 
 
 if __name__ == "__main__":
