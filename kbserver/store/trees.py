@@ -12,21 +12,30 @@ or C git's rewrite; tests/store/test_trees.py checks that against both.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import hashlib
 import itertools
 import operator
 import os
 import re
 import stat
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
 
-from dulwich.file import GitFile
-
 from kbserver.core.paths import case_key
 
-__all__ = ["EMPTY", "FILE_MODE", "FOLDER_MODE", "TreeTable", "edit_tree", "entry_name", "write_loose"]
+__all__ = [
+    "EMPTY",
+    "FILE_MODE",
+    "FOLDER_MODE",
+    "TreeTable",
+    "edit_tree",
+    "entry_name",
+    "put_loose",
+    "write_loose",
+]
 
 FILE_MODE = 0o100644
 FOLDER_MODE = 0o040000
@@ -301,27 +310,48 @@ def retry_emptied_folder(write: Callable[[], _T]) -> _T:
 
 
 def write_loose(objects: str, table: TreeTable, level: int) -> str:
-    """Store `table` as a loose object under the `objects` folder (zlib `level`), as dulwich's
-    `add_object` does; returns its file. Not fsynced: the writer flushes a batch at once."""
-    sha = table.id.decode("ascii")
+    """Store `table` as a loose object under the `objects` folder (zlib `level`); returns its file."""
+
+    def data() -> bytes:
+        raw = table.raw()
+        packer = zlib.compressobj(level)
+        return packer.compress(_header(raw)) + packer.compress(raw) + packer.flush()
+
+    return put_loose(objects, table.id.decode("ascii"), data)
+
+
+def put_loose(objects: str, sha: str, data: Callable[[], bytes]) -> str:
+    """Store the loose object `sha` (its compressed bytes from `data()`) under the `objects` folder,
+    unless it is there: then only freshen it against age-based pruning, as dulwich does. Returns its file.
+
+    Written into a temporary file of its own and renamed into place, as C git does, not through
+    dulwich's `<name>.lock`: a writer killed mid-object leaves that lock behind, and the same write
+    retried elsewhere makes the same object, so the name must not be one writer's to hold. Two
+    writers of one object both succeed (same bytes). Not fsynced: the writer flushes a batch at once."""
     folder = os.path.join(objects, sha[:2])
     path = os.path.join(folder, sha[2:])
     try:
-        os.utime(path, None)  # there already: freshen it against age-based pruning, as dulwich does
+        os.utime(path, None)
         return path
     except FileNotFoundError:
         pass
-    raw = table.raw()
-    packer = zlib.compressobj(level)
-    data = packer.compress(_header(raw)) + packer.compress(raw) + packer.flush()
+    payload = data()
 
     def write() -> str:
         try:  # not os.makedirs(exist_ok=True): it raises when the folder is pruned after its EEXIST
             os.mkdir(folder)
         except FileExistsError:
-            pass  # pruned before the open: FileNotFoundError there, and retried
-        with GitFile(path, "wb", mask=_OBJECT_MODE, fsync=False) as f:
-            f.write(data)
+            pass  # pruned before the mkstemp: FileNotFoundError there, and retried
+        fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)  # C git's prefix: its gc cleans them
+        try:
+            os.fchmod(fd, _OBJECT_MODE)
+            with os.fdopen(fd, "wb") as f:
+                f.write(payload)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
         return path
 
     return retry_emptied_folder(write)

@@ -16,7 +16,6 @@ from dulwich.index import (
     validate_path_element_hfs,
     validate_path_element_ntfs,
 )
-from dulwich.object_store import DiskObjectStore
 from dulwich.objects import Blob, Commit, ObjectID, ShaFile
 from dulwich.refs import DiskRefsContainer, Ref
 
@@ -37,7 +36,7 @@ from kbserver.store.objects import BIG_TREE
 from kbserver.store.packing import Packer
 from kbserver.store.refswap import RefLocked, StaleRefWriter, swap_main
 from kbserver.store.repo import MAIN, KBRepo
-from kbserver.store.trees import edit_tree, retry_emptied_folder, write_loose
+from kbserver.store.trees import edit_tree, put_loose, write_loose
 from kbserver.store.views import TreeView
 
 __all__ = ["WAIT_SECONDS", "CommitPlan", "Fence", "Job", "Writer", "kb_lock", "recover_locks"]
@@ -255,10 +254,13 @@ class Writer:
                 p.outcome, p.error = outcome, failure
             return
 
+    def _put(self, obj: ShaFile) -> None:
+        objects = os.path.join(self._repo.path, "objects")
+        put_loose(objects, obj.id.decode("ascii"), lambda: obj.as_legacy_object(self._repo.loose_level))
+
     def _make_commit(
         self, parent: str | None, tree_id: bytes | None, plan: CommitPlan
     ) -> tuple[str, bytes, list[bytes]]:
-        store = self._repo.git.object_store
         objects: list[bytes] = []
         entries: list[tuple[bytes, bytes | None]] = []
         files = {path for path, data in plan.changes.items() if data is not None}
@@ -269,7 +271,7 @@ class Writer:
                 entries.append((path.encode(), None))
             else:
                 blob = Blob.from_string(data)
-                _add_loose(store, blob)
+                self._put(blob)
                 self._loose_bytes += len(data)
                 objects.append(blob.id)
                 entries.append((path.encode(), blob.id))
@@ -293,7 +295,7 @@ class Writer:
         commit.author_timezone = commit.commit_timezone = 0
         commit.encoding = b"UTF-8"
         commit.message = _message(plan).encode()
-        _add_loose(store, commit)
+        self._put(commit)
         self._repo.get.remember(commit)  # the next commit starts from this one
         objects.append(commit.id)
         return commit.id.decode(), root.id, objects
@@ -357,12 +359,6 @@ class Writer:
             except OSError:
                 if attempt:
                     log.exception("KB %s: main moved but its folder could not be fsynced", self._repo.path)
-
-
-def _add_loose(store: object, obj: ShaFile) -> None:
-    """dulwich's add_object, again when a repack emptied and removed its `objects/xx` folder meanwhile."""
-    assert isinstance(store, DiskObjectStore)
-    retry_emptied_folder(lambda: store.add_object(obj))
 
 
 def _message(plan: CommitPlan) -> str:

@@ -151,3 +151,29 @@ def test_main_moved_by_c_git_between_the_job_and_the_swap_reapplies_the_write(re
 
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=repo, capture_output=True, check=True, text=True).stdout.strip()
+
+
+def test_lock_files_a_killed_writer_left_on_loose_objects_do_not_fail_the_next_write(
+    repos: Repos, tmp_path: Path
+) -> None:
+    """A node killed while writing an object leaves `objects/xx/<rest>.lock`; the write retried on
+    another node makes the same object (the same bytes, so the same name) and must not fail."""
+    rehearsal = tmp_path / "rehearsal"
+    shutil.copytree(repos.root / "demo.git", rehearsal / "demo.git")
+    rehearsed = Repos(rehearsal)
+    before = {p.relative_to(rehearsal / "demo.git") for p in (rehearsal / "demo.git/objects").rglob("*")}
+    rehearsed.get("demo")[1].submit(_put("notes/x.md"))
+    made = {p.relative_to(rehearsal / "demo.git") for p in (rehearsal / "demo.git/objects").rglob("*")}
+    rehearsed.close()
+    new_objects = [p for p in made - before if len(p.parts) == 3]  # objects/xx/<rest>
+    assert len(new_objects) >= 4  # the blob, two trees, the commit
+    repo_dir = repos.root / "demo.git"
+    for rel in new_objects:
+        (repo_dir / rel).parent.mkdir(exist_ok=True)
+        (repo_dir / rel).with_name(rel.name + ".lock").write_bytes(b"half an object")
+    repo, writer = repos.get("demo")
+
+    writer.submit(_put("notes/x.md"))
+
+    assert repo.view(repo.head()).read("notes/x.md") == b"notes/x.md\n"
+    git_fsck(repo_dir)
