@@ -19,7 +19,6 @@ import operator
 import os
 import re
 import stat
-import tempfile
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TypeVar
@@ -341,10 +340,9 @@ def put_loose(objects: str, sha: str, data: Callable[[], bytes]) -> str:
         try:  # not os.makedirs(exist_ok=True): it raises when the folder is pruned after its EEXIST
             os.mkdir(folder)
         except FileExistsError:
-            pass  # pruned before the mkstemp: FileNotFoundError there, and retried
-        fd, tmp = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)  # C git's prefix: its gc cleans them
+            pass  # pruned before the open: FileNotFoundError there, and retried
+        fd, tmp = _temporary(folder)
         try:
-            os.fchmod(fd, _OBJECT_MODE)
             with os.fdopen(fd, "wb") as f:
                 f.write(payload)
             os.replace(tmp, path)
@@ -355,3 +353,17 @@ def put_loose(objects: str, sha: str, data: Callable[[], bytes]) -> str:
         return path
 
     return retry_emptied_folder(write)
+
+
+_names = itertools.count()
+
+
+def _temporary(folder: str) -> tuple[int, str]:
+    """A new read-only file in `folder`, open for writing: `tmp_obj_` (C git's prefix, so its gc
+    removes one a crash left), then this process's id and a counter (cheaper than random names)."""
+    while True:
+        tmp = os.path.join(folder, f"tmp_obj_{os.getpid()}_{next(_names)}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _OBJECT_MODE), tmp
+        except FileExistsError:
+            continue  # left by an earlier process of the same id
