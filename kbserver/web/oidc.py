@@ -6,6 +6,9 @@ The flow's secrets (state, nonce, PKCE verifier, where to go after) travel in a 
 their own, SameSite=Lax on /admin/oidc for ten minutes: the provider's redirect back is a cross-site
 navigation, which the admin's SameSite=Strict session cookie does not make, and any node can finish
 a flow another node started. Who the verified email is decides `services.people.sso_person`.
+
+Authlib, joserfc and httpx are imported when single sign-on is set up or used, not with the admin:
+a server without a provider does not carry them (~7 MB with the rich and pygments httpx brings).
 """
 
 from __future__ import annotations
@@ -14,11 +17,7 @@ import hmac
 import logging
 from dataclasses import dataclass, field
 
-import httpx
-from authlib.integrations.base_client import OAuthError
-from authlib.integrations.starlette_client import OAuth, StarletteOAuth2App
 from itsdangerous import BadSignature, URLSafeTimedSerializer
-from joserfc.errors import JoseError
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -52,6 +51,8 @@ class Oidc:
     """The Authlib client of one provider, and the signer of the flow's cookie."""
 
     def __init__(self, config: OidcConfig, secret: str) -> None:
+        from authlib.integrations.starlette_client import OAuth, StarletteOAuth2App
+
         self.config = config
         oauth = OAuth()
         oauth.register(
@@ -90,7 +91,10 @@ def _provider_down(err: Exception) -> Unavailable:
 
 async def start(request: Request) -> Response:
     """Send the browser to the provider, with a fresh state, nonce and PKCE challenge."""
-    oidc = _oidc(request)
+    oidc = _oidc(request)  # set up: Authlib is imported by now
+    import httpx
+    from authlib.integrations.base_client import OAuthError
+
     next_url = safe_next(request.query_params.get("next"))
     try:
         await oidc.metadata()
@@ -132,6 +136,10 @@ async def callback(request: Request) -> Response:
 
 
 async def _finish(request: Request, oidc: Oidc) -> tuple[str, str]:
+    import httpx
+    from authlib.integrations.base_client import OAuthError
+    from joserfc.errors import JoseError
+
     q = request.query_params
     try:
         flow = oidc.cookies.loads(request.cookies.get(COOKIE, ""), max_age=FLOW_SECONDS)

@@ -4,6 +4,9 @@ Fetched with a size limit, a time limit and no redirects, only from public addre
 a private, loopback or link-local address, or a host resolving to one, is refused before any
 connection: the server must not be a way into its own network). Loopback `http://` URLs are allowed
 only with the test-only setting `oauth_loopback_clients`.
+
+httpx is imported on the first fetch: its import brings rich and pygments (~5 MB of the serving
+process), and most servers never see a metadata URL.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import socket
 import time
 from urllib.parse import urlsplit
 
-import httpx
 from pydantic import JsonValue
 
 from kbserver.core.errors import InvalidRequest
@@ -67,6 +69,8 @@ def fetch(url: str, loopback: bool = False, timeout: float = TIMEOUT_SECONDS) ->
     if parts.scheme == "http" and not ipaddress.ip_address(_literal(host) or "0.0.0.0").is_loopback:
         raise ClientMetadataError("plain http client metadata is only allowed on a loopback address")
     _check_address(host, port, loopback)
+    import httpx  # here, not at the top: see the module's docstring
+
     deadline = time.monotonic() + timeout
     body = bytearray()
     try:
