@@ -175,6 +175,16 @@ def _passing(
 
 
 def _keyword(call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory]) -> list[Ranked]:
+    """Keyword mode's ranking: the search box's, operators and all; when that finds no memory and the
+    search quotes (a question citing a message quotes words no memory holds as one phrase), the
+    ranking with its quotes read as plain words rather than nothing; -word still excludes."""
+    ranked = _words(call, slug, search, memories)
+    if not ranked and '"' in search:
+        ranked = _words(call, slug, search.replace('"', " "), memories)
+    return ranked
+
+
+def _words(call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory]) -> list[Ranked]:
     found = search_service.query(
         call.services, call.caller, slug, search, limit=CANDIDATES, prefix=FOLDER, snippets=False
     )
