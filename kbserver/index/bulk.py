@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct
 import zlib
 from array import array
+from collections.abc import Callable, Iterator
 from pickle import dumps
 from typing import Any
 
@@ -19,7 +20,11 @@ from whoosh.util.numeric import length_to_byte
 from kbserver.index import private
 from kbserver.index.codec import CODEC
 
-__all__ = ["BulkWriter", "MergeWriter"]
+__all__ = ["BulkWriter", "MergeStopped", "MergeWriter"]
+
+# How often a merge asks whether to stop: every this many terms, blocks of postings or documents
+# (a few milliseconds of work on the mix; the question itself is one call).
+_LOOK_EVERY = 256
 
 # - the postings are kept per term as they come (documents arrive in number order, so each term's list
 #   is already sorted); Whoosh's pool estimates the size of every posting, sorts all of them, and past
@@ -51,8 +56,14 @@ class _TermPool:
         self.terms.clear()
 
 
+class MergeStopped(Exception):
+    """A merge gave up because it was asked to stop (`MergeWriter.stop`); `abandon` cleans it up."""
+
+
 class BulkWriter(private.SegmentWriterBase):
     """A SegmentWriter for a new, empty index (no deletions, no merges), as `ix.writer()` gives."""
+
+    stop: Callable[[], bool] | None = None  # asked between terms while flushing (MergeWriter)
 
     def __init__(self, ix: Any, timeout: float = 0.0) -> None:
         super().__init__(ix, codec=CODEC, timeout=timeout)
@@ -117,6 +128,13 @@ class BulkWriter(private.SegmentWriterBase):
         each field's lengths read once (FieldWriter.add_postings reads one per posting)."""
         self.perdocwriter.close()
         reader = self.per_document_reader() if self.codec.length_stats else None
+        try:
+            self._write_terms(reader)
+        finally:
+            if reader is not None:
+                reader.close()
+
+    def _write_terms(self, reader: Any) -> None:
         writer = self.fieldwriter
         for structfile in private.written_files(writer):
             structfile.file = _Counted(structfile.file)
@@ -124,7 +142,10 @@ class BulkWriter(private.SegmentWriterBase):
         current = None
         lengths: list[int] = []
         one_block: _OneBlockTerms | None = None
-        for key in sorted(terms):
+        stop = self.stop
+        for done, key in enumerate(sorted(terms), 1):
+            if stop is not None and not done % _LOOK_EVERY and stop():
+                raise MergeStopped
             fieldname, btext = key
             if fieldname != current:
                 if current is not None:
@@ -142,8 +163,6 @@ class BulkWriter(private.SegmentWriterBase):
         if current is not None:
             writer.finish_field()
         writer.close()
-        if reader is not None:
-            reader.close()
 
     def _lengths(self, reader: Any, fieldname: str) -> list[int]:
         if reader is None:
@@ -161,21 +180,46 @@ class MergeWriter(BulkWriter):
     most terms are a bigram in one or two notes, that per-term and per-posting work was about half
     of a merge. Here each segment's terms file is read front to back (private.term_blocks),
     postings of deleted documents are dropped through the docnum map Whoosh's add_reader makes,
-    and the new numbers keep each term's list in order (segments are added one after another)."""
+    and the new numbers keep each term's list in order (segments are added one after another).
 
-    def __init__(self, ix: Any, timeout: float = 0.0) -> None:
+    `stop()`, if given, is asked every few hundred documents, blocks or terms until the postings
+    are written; once it says True the commit raises MergeStopped, and `abandon` cancels the writer
+    and removes what it wrote (the table of contents was never touched): new commits then need not
+    wait for a merge of the whole tail (issue 37)."""
+
+    def __init__(self, ix: Any, timeout: float = 0.0, stop: Callable[[], bool] | None = None) -> None:
         super().__init__(ix, timeout=timeout)
+        self.stop = stop
         for name, field in self.schema.items():
             if field.vector or field.separate_spelling():
                 self.cancel()
                 raise ValueError(f"MergeWriter cannot merge field {name!r} (vectors, spelling)")
+
+    def abandon(self) -> None:
+        """Cancel this writer (its lock released) and delete the files of its unfinished segment."""
+        self.cancel()
+        storage = self.storage
+        for name in self.newsegment.list_files(storage):
+            storage.delete_file(name)
+
+    def write_per_doc(self, fieldnames: Any, reader: Any) -> Any:
+        """SegmentWriter.write_per_doc (what add_reader calls first, per segment), asking `stop`
+        before it and as it goes."""
+        if self.stop is None:
+            return super().write_per_doc(fieldnames, reader)
+        if self.stop():
+            raise MergeStopped
+        return super().write_per_doc(fieldnames, _Stopping(reader, self.stop))
 
     def add_postings_to_pool(self, reader: Any, startdoc: int, docmap: dict[int, int] | None) -> None:
         """SegmentWriter.add_postings_to_pool (what add_reader calls), a block at a time."""
         terms = self.pool.terms
         key: tuple[str, bytes] | None = None
         flat: list[Any] = []
-        for field, text, ids, weights, values in private.term_blocks(reader):
+        stop = self.stop
+        for done, (field, text, ids, weights, values) in enumerate(private.term_blocks(reader), 1):
+            if stop is not None and not done % _LOOK_EVERY and stop():
+                raise MergeStopped
             if (field, text) != key:
                 if key is not None and not flat:
                     del terms[key]  # every posting was of a deleted document
@@ -191,6 +235,23 @@ class MergeWriter(BulkWriter):
                         flat += (new, weight, value)
         if key is not None and not flat:
             del terms[key]
+
+
+class _Stopping:
+    """A segment reader whose `iter_docs` asks `stop` every few hundred documents."""
+
+    def __init__(self, reader: Any, stop: Callable[[], bool]) -> None:
+        self._reader = reader
+        self._stop = stop
+
+    def iter_docs(self) -> Iterator[Any]:
+        for done, item in enumerate(self._reader.iter_docs(), 1):
+            if not done % _LOOK_EVERY and self._stop():
+                raise MergeStopped
+            yield item
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._reader, name)
 
 
 _TERM_INFO = struct.Struct("!BfIBBfII")  # W3TermInfo's fixed part: flags, weight, df, lengths, ids

@@ -14,7 +14,7 @@ from whoosh import query as q
 from whoosh.index import EmptyIndexError
 
 from kbserver.index import private, searching, writing
-from kbserver.index.bulk import BulkWriter, MergeWriter
+from kbserver.index.bulk import BulkWriter, MergeStopped, MergeWriter
 from kbserver.index.document import to_document, valid_utf8
 from kbserver.index.merging import merge_small, merge_tail
 from kbserver.index.reader import open_searcher, refresh_searcher
@@ -210,14 +210,22 @@ class SearchIndex:
         """Updates this process committed since the last merge()."""
         return self._unmerged
 
-    def merge(self, small: bool = False) -> bool:
+    def merge(self, small: bool = False, stop: Callable[[], bool] | None = None) -> bool:
         """Merge the small segments that updates left into one; True if it ran. `small`: only
-        segments of like size (kbserver.index.merging.merge_small), for a pause amid writes."""
+        segments of like size (kbserver.index.merging.merge_small), for a pause amid writes.
+
+        `stop()` is asked every few milliseconds of the merge's work; once it says True the merge
+        gives up (False) and leaves the index as it was: its segments, version and files.
+        """
         if self._closed or (self._unmerged == 0 and (small or not self._tail_due)):
             return False
         with self._folder.write_lock(self._lock_timeout):
-            writer = MergeWriter(self._write_index(), timeout=self._lock_timeout)
-            writer.commit(mergetype=merge_small if small else merge_tail)  # no documents: only the merge
+            writer = MergeWriter(self._write_index(), timeout=self._lock_timeout, stop=stop)
+            try:
+                writer.commit(mergetype=merge_small if small else merge_tail)  # no documents: the merge
+            except MergeStopped:
+                writer.abandon()
+                return False
             written, name = self._written, self._writer_ix[0] if self._writer_ix else None
             if written is not None and written[0] == name and written[1] == writer.generation - 1:
                 # Ours was the commit before: the version stays.

@@ -86,6 +86,7 @@ HAS: Mapping[Any, tuple[str, ...]] = {
         "_check_fields",
         "_field_boost",
         "add_postings_to_pool",  # what add_reader calls (index/bulk.py's MergeWriter replaces it)
+        "write_per_doc",  # add_reader calls it first (MergeWriter wraps it to stop a merge)
     ),
     scoring.WeightLengthScorer: ("_score",),
     FileIndex: ("_read_toc",),

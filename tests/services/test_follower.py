@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -70,7 +70,7 @@ class FileSink:
     def reset(self, slug: str) -> None:
         self._path(slug).unlink(missing_ok=True)
 
-    def idle(self, paused: bool) -> None:
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
         pass
 
     def close(self) -> None:

@@ -234,7 +234,7 @@ class TidyingSink(PacedSink):
         self.tidying = threading.Event()
         self.tidy_tid: int | None = None
 
-    def idle(self, paused: bool) -> None:
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
         if not self.tidy_gate.is_set():
             self.tidy_tid = threading.get_native_id()
             self.tidying.set()

@@ -69,9 +69,11 @@ class Sink(Protocol):
         """Remove this sink's storage for `slug` (damaged, or the KB is gone)."""
         ...
 
-    def idle(self, paused: bool) -> None:
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
         """Housekeeping off the apply path: at a short break between deltas (`paused` False: only
-        what cannot wait, such as many small index segments), and once commits pause (True)."""
+        what cannot wait, such as many small index segments), and once commits pause (True).
+        `stop()` turns True once new commits wait: housekeeping that can be cut short should give
+        up soon after (and is called again at the next pause), so they are not held back."""
         ...
 
     def close(self) -> None: ...

@@ -73,7 +73,9 @@ class SearchSink:
                     ix.rebuild(delta.version, docs, _counting(delta.progress, len(files)), delta.fence)
                     return
                 if ix.unmerged >= MERGE_UNDER_LOAD:
-                    ix.merge()  # commits never pause: keep searches from slowing down without bound
+                    # Commits never pause: keep searches from slowing down without bound, but
+                    # only by the segments of like size (the tail is merged at a pause).
+                    ix.merge(small=True)
                 upserts: dict[str, str] = {}
                 deletes: list[str] = []
                 for c in delta.changes:
@@ -90,16 +92,20 @@ class SearchSink:
         self._pool.drop(slug)
         shutil.rmtree(self._folder / slug, ignore_errors=True)
 
-    def idle(self, paused: bool) -> None:
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
         """Merge the small segments updates left: all once commits pause, else (only those of like
         size) where 8 piled up
         (searches slow down with every segment; merging on the update path slowed every 5th one;
-        under a steady stream of commits `apply` merges once 32 piled up)."""
+        under a steady stream of commits `apply` merges once 32 piled up). A merge gives up as
+        soon as `stop()` says commits wait (it is run again at the next pause): a burst that came
+        during the tail merge waited for all of it (issue 37)."""
         for slug in self._pool.names():
+            if stop():
+                return
             try:
                 with self._pool.lease_if_open(slug) as ix:
                     if ix is not None and (paused or ix.unmerged >= MERGE_AFTER_UPDATES):
-                        ix.merge(small=not paused)  # amid writes, leave the tail under them
+                        ix.merge(small=not paused, stop=stop)  # amid writes, leave the tail under them
             except IndexCorrupt as e:
                 self._damaged(slug, e)
 

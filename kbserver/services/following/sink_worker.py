@@ -163,7 +163,7 @@ class Sink(Protocol):
 
     name: str
 
-    def idle(self, paused: bool) -> None: ...
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None: ...
 
 
 S = TypeVar("S", bound=Sink)
@@ -358,13 +358,20 @@ class SinkWorker(Generic[S]):
             self._housekeeping(paused=True)
         return True
 
+    def _commits_wait(self) -> bool:
+        """Whether commits were handed in that no round took yet (or the worker stops): asked by
+        housekeeping under way, from the thread that runs it, so unlocked (a set's truth is atomic)."""
+        return bool(self.pending) or self.stopping
+
     def _housekeeping(self, paused: bool) -> None:
         with self.cond:
             self.tidying = True
         try:
-            self._run(lambda: self.sink.idle(paused))
+            self._run(lambda: self.sink.idle(paused, self._commits_wait))
         except Exception:
             log.exception("housekeeping of sink %s failed; it will be retried", self.sink.name)
         finally:
             with self.cond:
                 self.tidying, self.urgent = False, False  # the next round sees what readers want
+                if self.pending:  # maybe cut short for them: again at the next pause, even if they
+                    self.idle_stage = 1 if paused else 0  # turn out to change nothing

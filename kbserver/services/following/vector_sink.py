@@ -116,7 +116,7 @@ class VectorSink:
         self._pool.drop(slug)
         shutil.rmtree(self._folder / slug, ignore_errors=True)
 
-    def idle(self, paused: bool) -> None:
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
         """Nothing to merge: SQLite checkpoints its WAL by itself."""
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ JSON file of its folder. The entry point `toy_count` in the group `kbserver.sink
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ class FileCount:
         counts.pop(slug, None)
         self.path.write_text(json.dumps(counts))
 
-    def idle(self, paused: bool) -> None:
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
         pass
 
     def close(self) -> None:

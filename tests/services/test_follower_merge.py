@@ -1,0 +1,99 @@
+"""The index sink's merge at a pause gives way to new commits: a burst that comes while the tail is
+being merged is indexed at once, not after the merge (issue 37), and the merge runs again at the
+next pause."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from kbserver.index import private
+from kbserver.services import kbs
+from kbserver.services.access.auth import ADMIN
+from kbserver.services.context import Options
+from kbserver.services.following.catching_up import Delta
+from kbserver.services.following.indexing import SearchSink
+from kbserver.wiring import open_services
+from tests.services.test_follower import _write
+
+
+class HeldMergeSink(SearchSink):
+    """The real index sink, followed under another name, that records its applies and merges in
+    order. Once `armed`, its merge at a pause is held at its third look at `stop` (the merge under
+    way, a segment folded) until `go` is set; before that it merges nothing at a pause."""
+
+    name = "held-index"
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder)
+        self.armed = False
+        self.merging = threading.Event()
+        self.go = threading.Event()
+        self.events: list[tuple[str, str | int]] = []
+
+    def apply(self, delta: Delta) -> None:
+        super().apply(delta)
+        self.events.append(("applied", delta.version))
+
+    def unmerged(self) -> int:
+        with self._pool.lease("notes") as ix:
+            return ix.unmerged
+
+    def segments(self) -> int:
+        with self._pool.lease("notes") as ix:
+            return len(private.read_toc(ix._write_index()).segments)
+
+    def idle(self, paused: bool, stop: Callable[[], bool]) -> None:
+        if not paused or not self.armed:
+            return
+        looks = [0]
+
+        def held() -> bool:
+            looks[0] += 1
+            if looks[0] == 3 and not self.merging.is_set():
+                self.events.append(("merging", self.unmerged()))
+                self.merging.set()
+                assert self.go.wait(60)
+            return stop()
+
+        super().idle(paused, held)
+        self.events.append(("merge returned", self.unmerged()))
+
+
+def _until(check: Callable[[], bool]) -> bool:
+    deadline = time.monotonic() + 60
+    while not check() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return check()
+
+
+def test_a_burst_during_a_pause_merge_is_indexed_without_waiting_for_it(tmp_path: Path) -> None:
+    sink = HeldMergeSink(tmp_path / "held-index")
+    services = open_services(tmp_path / "data", Options(embedder=None, follower_batch_ms=0), [sink])
+    services.start()
+    try:
+        kbs.create(services, ADMIN, "notes")
+        for i in range(4):  # one delta each: a tail of one-note segments
+            if i == 3:
+                sink.armed = True  # its pause comes after this delta
+            version = _write(services, "notes", f"n{i}.md", f"gannet tail {i}")
+            assert _until(lambda v=version: sink.covered("notes") == v)  # type: ignore[misc]
+        assert sink.merging.wait(60)  # the merge at the pause is under way
+        burst = _write(services, "notes", "burst.md", "gannet burst")
+        assert _until(lambda: services.follower.behind()["held-index"][0] >= 1)  # type: ignore[attr-defined]
+        sink.go.set()
+        assert _until(lambda: sink.covered("notes") == burst)
+        merging, returned, applied = sink.events[-3:]
+        assert merging[0] == "merging" and int(merging[1]) >= 3
+        assert returned == ("merge returned", merging[1])  # it gave up: the updates still unmerged
+        assert applied == ("applied", burst)  # then the burst, not after a merge
+        assert _until(lambda: sink.unmerged() == 0)  # merged at the next pause
+        assert sink.segments() <= 2
+        assert sink.events[-1] == ("merge returned", 0)
+        result = sink.search("notes", "gannet", limit=10)
+        assert result.total == 5 and result.version == burst
+    finally:
+        sink.go.set()
+        services.close()
