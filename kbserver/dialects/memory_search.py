@@ -102,13 +102,11 @@ def memory_search(
         covered: dict[str, float] = {}  # hybrid: the keyword candidates' word coverage
         if mode == "hybrid":
             semantic.prepare(call.services, call.caller, search)  # embedded on another core meanwhile
-            found = search_service.candidates(
-                call.services, call.caller, slug, plain(search), limit=KEYWORD_CANDIDATES, prefix=FOLDER
-            )
-            keyword = [Ranked(c.path, c.score) for c in found if c.path in memories]
-            covered = {c.path: c.coverage for c in found if c.path in memories}
+            found = _candidates(call, slug, plain(search), memories, KEYWORD_CANDIDATES, snapshot, True)
+            keyword = [Ranked(c.path, c.score) for c in found]
+            covered = {c.path: c.coverage for c in found}
         elif mode == "keyword":
-            keyword = _keyword(call, slug, search, memories)
+            keyword = _keyword(call, slug, search, memories, snapshot)
         total = len(keyword)
         if mode in ("hybrid", "semantic"):
             # Enough of the best by meaning for this page, and the keyword candidates' scores: the
@@ -174,18 +172,41 @@ def _passing(
     return memories, memories.keys()
 
 
-def _keyword(call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory]) -> list[Ranked]:
+def _keyword(
+    call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory], snapshot: Snapshot[Memory]
+) -> list[Ranked]:
     """Keyword mode's ranking: the search box's, operators and all; when that finds no memory and the
     search quotes (a question citing a message quotes words no memory holds as one phrase), the
     ranking with its quotes read as plain words rather than nothing; -word still excludes."""
-    ranked = _words(call, slug, search, memories)
-    if not ranked and '"' in search:
-        ranked = _words(call, slug, search.replace('"', " "), memories)
-    return ranked
+    found = _candidates(call, slug, search, memories, CANDIDATES, snapshot, False)
+    if not found and '"' in search:
+        found = _candidates(call, slug, search.replace('"', " "), memories, CANDIDATES, snapshot, False)
+    return [Ranked(c.path, c.score) for c in found]
 
 
-def _words(call: DialectCall, slug: str, search: str, memories: Mapping[str, Memory]) -> list[Ranked]:
-    found = search_service.query(
-        call.services, call.caller, slug, search, limit=CANDIDATES, prefix=FOLDER, snippets=False
-    )
-    return [Ranked(h.path, h.score) for h in found.hits if h.path in memories]
+def _candidates(
+    call: DialectCall,
+    slug: str,
+    search: str,
+    memories: Mapping[str, Memory],
+    wanted: int,
+    snapshot: Snapshot[Memory],
+    coverage: bool,
+) -> list[search_service.Candidate]:
+    """The best `wanted` keyword hits among `memories`, those passing the search's filters. The index
+    ranks every memory: while a filter (endTime, another agent's private ones) leaves fewer than
+    `wanted` of its best, it is asked deeper, first as deep as the share passing suggests (up to
+    MAX_CANDIDATES), so the candidates are those of a search over the passing memories alone."""
+    everything = len(snapshot.records)
+    if not memories:
+        return []
+    depth = wanted if len(memories) >= everything else -(-wanted * everything // max(1, len(memories)))
+    while True:
+        depth = min(depth, search_service.MAX_CANDIDATES)
+        found = search_service.candidates(
+            call.services, call.caller, slug, search, limit=depth, prefix=FOLDER, coverage=coverage
+        )
+        kept = [c for c in found if c.path in memories]
+        if len(kept) >= wanted or len(found) < depth or depth >= search_service.MAX_CANDIDATES:
+            return kept[:wanted]
+        depth *= 4

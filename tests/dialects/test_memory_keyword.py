@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
+from kbserver.dialects import memory_search as memory_search_module
 from kbserver.dialects.memory import memory_add, memory_search
+from kbserver.dialects.memory_records import Memory, render_memory
 from kbserver.dialects.session import DialectCall
-from kbserver.services import Services
-from kbserver.services.access.auth import caller_for
+from kbserver.services import Services, kbs
+from kbserver.services.access.auth import ADMIN, caller_for
 from tests.helpers import make_agent
 
 NOTES = [
@@ -38,3 +44,29 @@ def test_a_quoted_phrase_no_memory_holds_is_read_as_words(services: Services, kb
     assert set(found[:2]) == {NOTES[0], NOTES[2]}  # both hold the tax forms' words
     assert _found(call, 'tax forms in the "blue folder"') == [NOTES[2]]  # held as a phrase: required
     assert set(_found(call, 'the "green tax folder" -accountant')) == {NOTES[0], NOTES[1]}
+
+
+def test_a_filtered_search_ranks_the_memories_passing_it(
+    services: Services, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An endTime that leaves out the best keyword matches (newer memories saying "ferry" more often)
+    found nothing: the index's best few were asked for, then filtered. The older match is found."""
+    monkeypatch.setattr(memory_search_module, "CANDIDATES", 3)
+    monkeypatch.setattr(memory_search_module, "KEYWORD_CANDIDATES", 3)
+    folder = tmp_path / "corpus"
+    notes = [("2024-01-05T09:00:00Z", "Booked the ferry to the islands for Easter")]
+    notes += [(f"2024-03-0{d}T09:00:00Z", f"Ferry, ferry and again the ferry: trip {d}") for d in range(1, 7)]
+    notes += [("2024-01-06T09:00:00Z", "Groceries: rice, lentils and spinach")]
+    for n, (when, content) in enumerate(notes):
+        m = Memory(id=f"{n:016x}", content=content, createdAt=when, updatedAt=when)
+        (folder / m.path).parent.mkdir(parents=True, exist_ok=True)
+        (folder / m.path).write_text(render_memory(m))
+    kbs.import_folder(services, ADMIN, "trips", folder, description="trips")
+    head = services.repos.repo("trips").head()
+    assert head is not None and services.progress.wait_blocking("trips", head, 120)
+    call = DialectCall(services, ADMIN)
+    for mode in ("keyword", "hybrid"):
+        found = memory_search(call, "ferry", mode=mode, kb="trips", endTime="2024-02-01T00:00:00Z").memories
+        assert [m.content for m in found][:1] == [notes[0][1]], mode
+        unfiltered = memory_search(call, "ferry", mode=mode, kb="trips").memories
+        assert notes[0][1] not in [m.content for m in unfiltered][:3], mode  # below the newer ones

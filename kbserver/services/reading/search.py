@@ -16,6 +16,7 @@ from kbserver.services.models import IndexStatus, SearchHit, SearchResults
 from kbserver.services.reading.privacy import PRIVATE_FOLDER, other_owners
 
 __all__ = [
+    "MAX_CANDIDATES",
     "MAX_LIMIT",
     "MAX_WAIT_SECONDS",
     "Candidate",
@@ -29,6 +30,7 @@ __all__ = [
 ]
 
 MAX_LIMIT = 100
+MAX_CANDIDATES = 5000  # keyword candidates a search of the service layer may rank (memory_search's filters)
 MAX_WAIT_SECONDS = 60.0
 
 
@@ -96,23 +98,30 @@ class Candidate:
 
 
 def candidates(
-    services: Services, caller: Caller, slug: str, q: str, limit: int, prefix: str | None = None
+    services: Services,
+    caller: Caller,
+    slug: str,
+    q: str,
+    limit: int,
+    prefix: str | None = None,
+    coverage: bool = True,
 ) -> list[Candidate]:
-    """The best `limit` hits for `q` (as `query` ranks them) with each one's word coverage (the
-    idf-weighted share of `q`'s words it holds, absolute unlike a BM25 score), from one read of the
-    index: the keyword side of a hybrid search. Raises NotFound, InvalidRequest, Unavailable."""
+    """The best `limit` (up to MAX_CANDIDATES) hits for `q` (as `query` ranks them) with each one's
+    word coverage (the idf-weighted share of `q`'s words it holds, absolute unlike a BM25 score; 0.0
+    without `coverage`), from one read of the index: the keyword side of a memory search, which
+    filters them. Raises NotFound, InvalidRequest, Unavailable."""
     require_read(services, caller, slug)
     if not isinstance(q, str) or not q.strip():
         raise InvalidRequest("q must be a non-empty search text", q=q)
-    if not 1 <= limit <= MAX_LIMIT:
-        raise InvalidRequest(f"limit must be between 1 and {MAX_LIMIT}", limit=limit)
+    if not 1 <= limit <= MAX_CANDIDATES:
+        raise InvalidRequest(f"limit must be between 1 and {MAX_CANDIDATES}", limit=limit)
     result = services.search_index.search(
         slug,
         q,
         limit=limit,
         prefix=check_prefix(prefix) or None,
         snippets=False,
-        coverage=True,
+        coverage=coverage,
         hide=_hide(services, caller, slug),
     )
     kept = result.hits
