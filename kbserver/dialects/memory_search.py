@@ -195,12 +195,14 @@ def _candidates(
 ) -> list[search_service.Candidate]:
     """The best `wanted` keyword hits among `memories`, those passing the search's filters. The index
     ranks every memory: while a filter (endTime, another agent's private ones) leaves fewer than
-    `wanted` of its best, it is asked deeper, first as deep as the share passing suggests (up to
-    MAX_CANDIDATES), so the candidates are those of a search over the passing memories alone."""
+    `wanted` of its best, it is asked deeper (up to MAX_CANDIDATES), so the candidates are those of a
+    search over the passing memories alone. The first ask is twice as deep as the share passing
+    suggests: the best matches need not spread evenly (a question matches its own time best), and
+    each ask is a whole search."""
     everything = len(snapshot.records)
     if not memories:
         return []
-    depth = wanted if len(memories) >= everything else -(-wanted * everything // max(1, len(memories)))
+    depth = wanted if len(memories) >= everything else -(-2 * wanted * everything // len(memories))
     while True:
         depth = min(depth, search_service.MAX_CANDIDATES)
         found = search_service.candidates(
