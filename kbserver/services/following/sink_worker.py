@@ -223,6 +223,9 @@ class SinkWorker(Generic[S]):
             self.last_arrival = now
             self.pending |= slugs
             self.cond.notify_all()
+            polite = self.polite if self.tidying and slugs else None
+        if polite is not None:
+            polite.nudge()  # housekeeping under way gives way to them: at full speed (`_raise_in`)
 
     def hurry(self, wanted: list[tuple[str, str]]) -> None:
         """Readers wait for these (KB, version)s: apply them now, at the requests' priority. A hurry
@@ -301,9 +304,10 @@ class SinkWorker(Generic[S]):
         return max(wake, self.poll)
 
     def _raise_in(self) -> float:
-        """Seconds until a polite apply under way should run at the requests' priority (<= 0: now)."""
+        """Seconds until a polite apply under way should run at the requests' priority (<= 0: now);
+        housekeeping that commits wait for, now: it gives up within milliseconds, at that speed."""
         with self.cond:
-            if self.urgent:
+            if self.urgent or (self.tidying and self.pending):
                 return 0.0
         return self._left()
 
