@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kbserver.index import private
-from kbserver.services import kbs
+from kbserver.services import Services, kbs
 from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.services.following.catching_up import Delta
@@ -73,20 +73,29 @@ def _until(check: Callable[[], bool]) -> bool:
     return check()
 
 
-def test_a_burst_during_a_pause_merge_is_indexed_without_waiting_for_it(tmp_path: Path) -> None:
-    base = _nice(threading.get_native_id()) if sys.platform.startswith("linux") else 0
+def _held(tmp_path: Path, options: Options) -> tuple[Services, HeldMergeSink]:
+    """Services following a KB `notes` (and a KB `other`) whose tail of one-note updates is being
+    merged at a pause, the merge held (`go` not set)."""
     sink = HeldMergeSink(tmp_path / "held-index")
-    options = Options(embedder=None, follower_batch_ms=0, follower_nice=10, follower_lag_ms=600_000)
     services = open_services(tmp_path / "data", options, [sink])
     services.start()
+    kbs.create(services, ADMIN, "notes")
+    kbs.create(services, ADMIN, "other")  # its commit is long taken when the merge is held
+    services.search_index.search("notes", "gannet")  # a node that follows what it serves: used here
+    for i in range(4):  # one delta each: a tail of one-note segments
+        if i == 3:
+            sink.armed = True  # its pause comes after this delta
+        version = _write(services, "notes", f"n{i}.md", f"gannet tail {i}")
+        assert _until(lambda v=version: sink.covered("notes") == v)  # type: ignore[misc]
+    assert sink.merging.wait(60)  # the merge at the pause is under way
+    return services, sink
+
+
+def test_a_burst_during_a_pause_merge_is_indexed_without_waiting_for_it(tmp_path: Path) -> None:
+    base = _nice(threading.get_native_id()) if sys.platform.startswith("linux") else 0
+    options = Options(embedder=None, follower_batch_ms=0, follower_nice=10, follower_lag_ms=600_000)
+    services, sink = _held(tmp_path, options)
     try:
-        kbs.create(services, ADMIN, "notes")
-        for i in range(4):  # one delta each: a tail of one-note segments
-            if i == 3:
-                sink.armed = True  # its pause comes after this delta
-            version = _write(services, "notes", f"n{i}.md", f"gannet tail {i}")
-            assert _until(lambda v=version: sink.covered("notes") == v)  # type: ignore[misc]
-        assert sink.merging.wait(60)  # the merge at the pause is under way
         burst = _write(services, "notes", "burst.md", "gannet burst")
         assert _until(lambda: services.follower.behind()["held-index"][0] >= 1)  # type: ignore[attr-defined]
         if sys.platform.startswith("linux") and _can_raise():  # far from the lag bound, yet the
@@ -102,6 +111,28 @@ def test_a_burst_during_a_pause_merge_is_indexed_without_waiting_for_it(tmp_path
         assert sink.events[-1] == ("merge returned", 0)
         result = sink.search("notes", "gannet", limit=10)
         assert result.total == 5 and result.version == burst
+    finally:
+        sink.go.set()
+        services.close()
+
+
+def test_a_read_during_a_pause_merge_does_not_cut_it_short(tmp_path: Path) -> None:
+    options = Options(
+        embedder=None,
+        follower_batch_ms=0,
+        cache_dir=tmp_path / "cache",
+        follow_served=True,
+        follow_idle_seconds=600,
+    )
+    services, sink = _held(tmp_path, options)
+    try:
+        worker = next(w for w in services.follower._workers if w.sink is sink)  # type: ignore[attr-defined]
+        assert services.search_index.search("other", "gannet").total == 0  # its first use, no commit
+        assert _until(lambda: "other" in worker.pending)  # handed to the worker, which is merging
+        sink.go.set()
+        assert _until(lambda: sink.events[-1][0] == "merge returned")
+        assert sink.events[-1] == ("merge returned", 0)  # it ran to the end
+        assert sink.segments() <= 2
     finally:
         sink.go.set()
         services.close()

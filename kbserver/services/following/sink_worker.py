@@ -223,7 +223,7 @@ class SinkWorker(Generic[S]):
             self.last_arrival = now
             self.pending |= slugs
             self.cond.notify_all()
-            polite = self.polite if self.tidying and slugs else None
+            polite = self.polite if self.tidying and commits else None
         if polite is not None:
             polite.nudge()  # housekeeping under way gives way to them: at full speed (`_raise_in`)
 
@@ -307,7 +307,7 @@ class SinkWorker(Generic[S]):
         """Seconds until a polite apply under way should run at the requests' priority (<= 0: now);
         housekeeping that commits wait for, now: it gives up within milliseconds, at that speed."""
         with self.cond:
-            if self.urgent or (self.tidying and self.pending):
+            if self.urgent or (self.tidying and self.waiting > 0):
                 return 0.0
         return self._left()
 
@@ -363,9 +363,10 @@ class SinkWorker(Generic[S]):
         return True
 
     def _commits_wait(self) -> bool:
-        """Whether commits were handed in that no round took yet (or the worker stops): asked by
-        housekeeping under way, from the thread that runs it, so unlocked (a set's truth is atomic)."""
-        return bool(self.pending) or self.stopping
+        """Whether commits wait that no round applied yet (or the worker stops); a KB handed in
+        with no commit (a read of a node that follows what it serves, the periodic reconcile) is
+        not one. Asked by housekeeping under way, from its thread: unlocked (an int read is atomic)."""
+        return self.waiting > 0 or self.stopping
 
     def _housekeeping(self, paused: bool) -> None:
         with self.cond:
@@ -377,5 +378,5 @@ class SinkWorker(Generic[S]):
         finally:
             with self.cond:
                 self.tidying, self.urgent = False, False  # the next round sees what readers want
-                if self.pending:  # maybe cut short for them: again at the next pause, even if they
-                    self.idle_stage = 1 if paused else 0  # turn out to change nothing
+                if self.waiting > 0:  # maybe cut short for them: again at the next pause, even
+                    self.idle_stage = 1 if paused else 0  # if they turn out to change nothing
