@@ -6,7 +6,8 @@ the serving process and of its follower child (`kbserver serve`'s default) at fo
 
 - started: the server answers `/healthz` on the empty data folder;
 - after writing: every file written and indexed (`/index?wait_for=` says covered for every KB);
-- after reading and searching each KB once: its page, its listing, one file and one search each;
+- after reading and searching each KB once: its page, its listing, one file and one search each
+  (their wall times, p50 / p95, are printed beside it);
 - after a restart that touches each: the server stopped and started again on the same folder, and
   every KB read and searched once more.
 
@@ -26,11 +27,13 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
 import json
 import os
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -146,13 +149,27 @@ def settle(url: str, slugs: list[str]) -> None:
                 raise RuntimeError(f"index of {slug} did not catch up")
 
 
-def touch_each(url: str, slugs: list[str]) -> None:
+def touch_each(url: str, slugs: list[str]) -> tuple[list[float], list[float]]:
+    """Read and search each KB once; the wall time of each read (page, listing, file) and search, ms."""
+    reads: list[float] = []
+    searches: list[float] = []
     with client(url) as c:
         for n, slug in enumerate(slugs):
-            c.get(f"/kbs/{slug}").raise_for_status()
-            c.get(f"/kbs/{slug}/files").raise_for_status()
-            c.get(f"/kbs/{slug}/files/notes/00/n0001.md").raise_for_status()
+            for path in (f"/kbs/{slug}", f"/kbs/{slug}/files", f"/kbs/{slug}/files/notes/00/n0001.md"):
+                t = time.perf_counter()
+                c.get(path).raise_for_status()
+                reads.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
             c.get(f"/kbs/{slug}/search", params={"q": WORDS[n % len(WORDS)]}).raise_for_status()
+            searches.append((time.perf_counter() - t) * 1000)
+    return reads, searches
+
+
+def _p50_p95(ms: list[float]) -> str:
+    if not ms:
+        return "-"
+    ordered = sorted(ms)
+    return f"{statistics.median(ordered):.1f} / {ordered[int(0.95 * (len(ordered) - 1))]:.1f}"
 
 
 @dataclass
@@ -162,6 +179,7 @@ class Row:
     follower_mb: float | None
     serve_maps: dict[str, float]
     follower_maps: dict[str, float]
+    touched: tuple[list[float], list[float]] = ([], [])  # ms of the reads and searches just before
 
 
 def _mb(value: float | None) -> str:
@@ -292,12 +310,12 @@ def main() -> None:
             settle(server.url, slugs)
             written = time.perf_counter() - t
             rows.append(server.measure(MOMENTS[1]))
-            touch_each(server.url, slugs)
-            rows.append(server.measure(MOMENTS[2]))
+            touched = touch_each(server.url, slugs)
+            rows.append(dataclasses.replace(server.measure(MOMENTS[2]), touched=touched))
         with server.running():
             settle(server.url, slugs)
-            touch_each(server.url, slugs)
-            rows.append(server.measure(MOMENTS[3]))
+            touched = touch_each(server.url, slugs)
+            rows.append(dataclasses.replace(server.measure(MOMENTS[3]), touched=touched))
         print_tables(args, rows, written, built)
     finally:
         if args.data is None:
@@ -311,11 +329,18 @@ def print_tables(args: argparse.Namespace, rows: list[Row], written: float, buil
         f"{written:.0f} s{', reused' if built else ''}), memory budget {budget}, follower {args.follower}, "
         f"load {os.getloadavg()[0]:.1f}\n"
     )
-    head = f"{'when':<38} | {'serve MB':>8} | {'follower MB':>11} | {'goal MB':>7}"
+    head = (
+        f"{'when':<38} | {'serve MB':>8} | {'follower MB':>11} | {'goal MB':>7} | "
+        f"{'read p50 / p95 ms':>17} | {'search p50 / p95 ms':>19}"
+    )
     print(head)
     print("-" * len(head))
     for row in rows:
-        print(f"{row.moment:<38} | {_mb(row.serve_mb):>8} | {_mb(row.follower_mb):>11} | {GOAL_MB:>7.0f}")
+        reads, searches = row.touched
+        print(
+            f"{row.moment:<38} | {_mb(row.serve_mb):>8} | {_mb(row.follower_mb):>11} | {GOAL_MB:>7.0f} | "
+            f"{_p50_p95(reads):>17} | {_p50_p95(searches):>19}"
+        )
     kinds = ("heap", "anonymous", "libraries", "index segments", "git packs", "other files")
     for who in ("serve", "follower"):
         print(f"\n{who} RSS by mapping (MB)\n")
