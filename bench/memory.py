@@ -9,9 +9,11 @@ the serving process and of its follower child (`kbserver serve`'s default) at fo
 - after reading and searching each KB once: its page, its listing, one file and one search each
   (their wall times, p50 / p95, are printed beside it);
 - after a restart that touches each: the server stopped and started again on the same folder, and
-  every KB read and searched once more.
+  every KB read and searched once more;
+- with `--hot N`, then: the first N KBs touched three times, the last two timed (what a budget
+  costs: a working set that fits the pool is read from open KBs, one that does not is reopened).
 
-    python -m bench.memory [--kbs 100] [--files 1000] [--per-write 20] [--budget-mb N]
+    python -m bench.memory [--kbs 100] [--files 1000] [--per-write 20] [--budget-mb N] [--hot N]
                            [--follower child|embedded|worker] [--data DIR] [--trace DIR]
                            [--env NAME=VALUE ...]
 
@@ -270,6 +272,12 @@ def main() -> None:
     )
     parser.add_argument("--follower", choices=("child", "embedded", "worker"), default="child")
     parser.add_argument("--clients", type=int, default=4, help="concurrent HTTP clients while writing")
+    parser.add_argument(
+        "--hot",
+        type=int,
+        default=0,
+        help="then touch the first N KBs 3 times, timing the last 2 (a working set)",
+    )
     parser.add_argument("--data", type=Path, default=None, help="keep the data folder here (reused if built)")
     parser.add_argument("--trace", type=Path, default=None, help="tracemalloc snapshots of the server here")
     parser.add_argument(
@@ -316,6 +324,14 @@ def main() -> None:
             settle(server.url, slugs)
             touched = touch_each(server.url, slugs)
             rows.append(dataclasses.replace(server.measure(MOMENTS[3]), touched=touched))
+            if args.hot:  # the cost of a budget: a working set of `--hot` KBs, warmed once, then timed
+                hot = slugs[: args.hot]
+                touch_each(server.url, hot)
+                again = [touch_each(server.url, hot) for _ in range(2)]
+                touched = ([ms for r, _ in again for ms in r], [ms for _, s in again for ms in s])
+                rows.append(
+                    dataclasses.replace(server.measure(f"then {len(hot)} KBs touched 3x"), touched=touched)
+                )
         print_tables(args, rows, written, built)
     finally:
         if args.data is None:
