@@ -31,6 +31,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import json
+import math
 import os
 import shutil
 import signal
@@ -171,7 +172,8 @@ def _p50_p95(ms: list[float]) -> str:
     if not ms:
         return "-"
     ordered = sorted(ms)
-    return f"{statistics.median(ordered):.1f} / {ordered[int(0.95 * (len(ordered) - 1))]:.1f}"
+    p95 = ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]  # nearest rank
+    return f"{statistics.median(ordered):.1f} / {p95:.1f}"
 
 
 @dataclass
