@@ -1,21 +1,27 @@
-"""Untrusted KB text made safe for a page: Markdown without raw HTML, coloured diffs, search snippets."""
+"""Untrusted KB text made safe for a page: Markdown without raw HTML, coloured diffs, search snippets.
+
+markdown-it loads with the first Markdown rendered (an admin page), not with the server.
+"""
 
 from __future__ import annotations
 
 import difflib
+import functools
 import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
-from markdown_it import MarkdownIt
-from markdown_it.renderer import RendererHTML
-from markdown_it.token import Token
-from markdown_it.utils import EnvType, OptionsDict
 from markupsafe import Markup, escape
+
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.renderer import RendererHTML
+    from markdown_it.token import Token
+    from markdown_it.utils import EnvType, OptionsDict
 
 __all__ = [
     "DiffFile",
@@ -85,7 +91,10 @@ def _image(self: RendererHTML, tokens: Sequence[Token], idx: int, options: Optio
     return str(Markup('<span class="image">[image: {}] <code>{}</code></span>').format(alt, src))
 
 
+@functools.cache
 def _markdown() -> MarkdownIt:
+    from markdown_it import MarkdownIt
+
     md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
     md.validateLink = _valid_link  # type: ignore[method-assign]
     md.add_render_rule("link_open", _link_open)
@@ -95,16 +104,13 @@ def _markdown() -> MarkdownIt:
     return md
 
 
-_MD = _markdown()
-
-
 def render_markdown(text: str, files_url: str = "", folder: str = "") -> Markup:
     """HTML of Markdown `text` with raw HTML escaped, unsafe links dropped and images not loaded.
 
     `files_url` (ending in /) and `folder` resolve relative links to other files' pages.
     """
     env: dict[str, Any] = {"files_url": files_url, "folder": folder}
-    return Markup(_MD.render(text, env))
+    return Markup(_markdown().render(text, env))
 
 
 def highlight_snippet(text: str, highlights: Sequence[tuple[int, int]]) -> Markup:

@@ -1,12 +1,16 @@
-"""What every admin page shares: templates, the form body, the session guard, calling a service."""
+"""What every admin page shares: templates, the form body, the session guard, calling a service.
+
+jinja2 and its templates load with the first page rendered: a server nobody opens the admin of
+does not carry them.
+"""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import parse_qsl, quote
 
-from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -18,6 +22,9 @@ from kbserver.services.models import DiffEntry
 from kbserver.services.reviewing import versions
 from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown, when, when_short
 from kbserver.web.session import check_csrf, csrf_token, require_admin, signed_in
+
+if TYPE_CHECKING:
+    from jinja2 import Environment
 
 __all__ = [
     "KINDS",
@@ -62,7 +69,10 @@ def _diff_files(entries: Iterable[DiffEntry]) -> list[DiffFile]:
     return [parse_patch(e.path, e.change, e.patch) for e in entries]
 
 
+@functools.cache
 def _env() -> Environment:
+    from jinja2 import Environment, PackageLoader, StrictUndefined
+
     env = Environment(
         loader=PackageLoader("kbserver.web", "templates"),
         autoescape=True,
@@ -89,22 +99,23 @@ def _env() -> Environment:
     return env
 
 
-_ENV = _env()
-
-
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     """The page `template` with `context`, plus what base.html needs (CSRF field, login state)."""
     has_session = "session" in request.scope  # not on the last-resort 500 page, outside the middleware
     token = csrf_token(request) if has_session else ""
     context.setdefault("slug", None)
     done = request.session.pop("flash", None) if has_session else None
-    html = _ENV.get_template(template).render(
-        flash=done if isinstance(done, dict) else None,
-        csrf=token,
-        csrf_input=Markup('<input type="hidden" name="csrf" value="{}">').format(token),
-        logged_in=has_session and "sid" in request.session,
-        user=signed_in(request) if has_session else None,
-        **context,
+    html = (
+        _env()
+        .get_template(template)
+        .render(
+            flash=done if isinstance(done, dict) else None,
+            csrf=token,
+            csrf_input=Markup('<input type="hidden" name="csrf" value="{}">').format(token),
+            logged_in=has_session and "sid" in request.session,
+            user=signed_in(request) if has_session else None,
+            **context,
+        )
     )
     return HTMLResponse(html, status_code=status)
 
