@@ -15,7 +15,7 @@ from kbserver.services import Services, kbs
 from kbserver.services.access.auth import ADMIN
 from kbserver.services.context import Options
 from kbserver.services.following.catching_up import Delta
-from kbserver.services.following.indexing import SearchSink
+from kbserver.services.following.indexing import MERGE_AFTER_UPDATES, SearchSink
 from kbserver.wiring import open_services
 from tests.services.test_follower import _write
 from tests.services.test_follower_load import _can_raise, _nice
@@ -136,3 +136,24 @@ def test_a_read_during_a_pause_merge_does_not_cut_it_short(tmp_path: Path) -> No
     finally:
         sink.go.set()
         services.close()
+
+
+def test_a_merge_amid_writes_finishes_though_commits_wait_and_one_at_a_pause_gives_way(
+    tmp_path: Path,
+) -> None:
+    sink = SearchSink(tmp_path / "index")
+    try:
+        for name in ("amid", "pause"):
+            with sink._pool.lease(name) as ix:
+                for i in range(MERGE_AFTER_UPDATES):  # a few small segments, as a stream of writes leaves
+                    ix.update(f"v{i}", {f"n{i}.md": f"gannet {i}"}, [])
+        sink.idle(False, lambda: True)  # commits wait all along: the small merges are short
+        for name in ("amid", "pause"):
+            with sink._pool.lease(name) as ix:
+                assert ix.unmerged == 0 and ix.indexed_version() == f"v{MERGE_AFTER_UPDATES - 1}"
+                ix.update("w", {"w.md": "gannet"}, [])
+        sink.idle(True, lambda: True)  # the tail merge of a pause gives way at once
+        with sink._pool.lease("pause") as ix:
+            assert ix.unmerged == 1 and ix.merge() and ix.search("gannet", limit=20).total == 9
+    finally:
+        sink.close()
