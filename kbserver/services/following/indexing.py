@@ -24,10 +24,10 @@ __all__ = ["INDEX_SINK", "SearchSink"]
 INDEX_SINK = "index"
 MERGE_AFTER_UPDATES = 8
 MERGE_UNDER_LOAD = 32
-# A merge amid writes (segments of like size: mostly milliseconds) heeds `stop` only from this
-# question on (~0.1 s of its CPU on the mix): giving way at once left a burst's segments unmerged
-# until `apply` merged 32 of them.
-SMALL_MERGE_ASKS = 32
+# A merge amid writes (segments of like size) heeds `stop` only from this question on (~0.4 s of
+# its CPU): those of the mix asked 70-110 times, and giving way after 32 threw each away, again
+# at every short pause of a burst (docs/performance.md).
+SMALL_MERGE_ASKS = 128
 
 log = logging.getLogger(__name__)
 
