@@ -14,9 +14,11 @@ from pathlib import Path
 import httpx
 
 from kbserver.core.paths import case_twins
+from kbserver.dialects.memory import memory_add
+from kbserver.dialects.session import DialectCall
 from kbserver.services import Services
 from kbserver.services.access import agents
-from kbserver.services.access.auth import ADMIN
+from kbserver.services.access.auth import ADMIN, caller_for
 
 ADMIN_TOKEN = "test-admin-token"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -62,6 +64,17 @@ def make_agent(services: Services, name: str, links: dict[str, str], **kw: objec
     for slug, permission in links.items():
         agents.link(services, ADMIN, name, slug, permission)
     return {"Authorization": f"Bearer {token}"}
+
+
+def memory_caller(services: Services, kb: str, contents: list[str]) -> DialectCall:
+    """alice, a memory-tools agent on `kb`, who added `contents`; all searchable once this returns."""
+    make_agent(services, "alice", {kb: "read_write"}, tools=["memory"])
+    call = DialectCall(services, caller_for(services, "alice"))
+    for content in contents:
+        memory_add(call, content)
+    head = services.repos.repo(kb).head()
+    assert head is not None and services.progress.wait_blocking(kb, head, 120)
+    return call
 
 
 def wait_healthy(

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 
 from kbserver.dialects import memory_search as memory_search_module
-from kbserver.dialects.memory import memory_add, memory_search
+from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_records import Memory, render_memory
 from kbserver.dialects.session import DialectCall
 from kbserver.services import Services, kbs
-from kbserver.services.access.auth import ADMIN, caller_for
-from tests.helpers import make_agent
+from kbserver.services.access.auth import ADMIN
+from tests.helpers import memory_caller
 
 NOTES = [
     "The tax forms sit in the folder that is blue, top shelf",
@@ -22,13 +22,7 @@ NOTES = [
 
 
 def _call(services: Services, kb: str) -> DialectCall:
-    make_agent(services, "alice", {kb: "read_write"}, tools=["memory"])
-    call = DialectCall(services, caller_for(services, "alice"))
-    for content in NOTES:
-        memory_add(call, content)
-    head = services.repos.repo(kb).head()
-    assert head is not None and services.progress.wait_blocking(kb, head, 120)
-    return call
+    return memory_caller(services, kb, NOTES)
 
 
 def _found(call: DialectCall, search: str) -> list[str]:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from kbserver.dialects import memory_rank
-from kbserver.dialects.memory import memory_add, memory_search
+from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_rank import names, plain
 from kbserver.dialects.session import DialectCall
 from kbserver.services import Services
 from kbserver.services.access.auth import caller_for
-from tests.helpers import make_agent
+from tests.helpers import memory_caller
 
 
 def test_names_are_capitalised_words_inside_a_sentence() -> None:
@@ -45,13 +45,7 @@ def test_hybrid_reads_a_quoted_phrase_as_words(
 
 
 def _searched(services: Services, kb: str, contents: list[str], question: str) -> dict[str, float]:
-    make_agent(services, "alice", {kb: "read_write"}, tools=["memory"])
-    call = DialectCall(services, caller_for(services, "alice"))
-    for content in contents:
-        memory_add(call, content)
-    head = services.repos.repo(kb).head()
-    assert head is not None and services.progress.wait_blocking(kb, head, 120)
-    found = memory_search(call, question).memories
+    found = memory_search(memory_caller(services, kb, contents), question).memories
     return {m.content: m.score for m in found}
 
 
