@@ -15,8 +15,8 @@ dropped: the geometric roll-up keeps every object of the packs it merges, and th
 keeps unreachable ones (`--keep-unreachable`), so an object a writer is about to reference is
 never lost. A repack killed at any point leaves the repository complete (at worst a temporary
 file, removed by the next repack once it is an hour old). Writers beside it only ever write loose
-objects (store.trees.put_loose), and retry when git's prune-packed
-removes an emptied `objects/xx` folder under them. Readers whose pack disappeared find the object
+objects (store.trees.put_loose), and retry when git's prune-packed removes an emptied `objects/xx`
+folder under them. Readers whose pack disappeared find the object
 in the new pack (dulwich rescans the pack folder on a miss; KBRepo retries a read that raced with
 the close of a pack).
 """

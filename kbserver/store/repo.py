@@ -63,9 +63,6 @@ class KBRepo:
         configured = configured_level(self.git)
         self.loose_level = 1 if configured is None else configured
         self.big_tree_level = 0 if configured is None else configured
-        store = self.git.object_store
-        if isinstance(store, DiskObjectStore):
-            store.loose_compression_level = self.loose_level  # blobs and commits dulwich writes
         self._digests: OrderedDict[bytes, tuple[int, str]] = OrderedDict()
         self._counts: dict[str, int] = {}
         # version -> (what it changed against its first parent, the bytes that costs); see version_changes

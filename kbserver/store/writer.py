@@ -115,6 +115,7 @@ class Writer:
         self, repo: KBRepo, *, fsync: bool = True, max_batch: int = 64, wait: float = WAIT_SECONDS
     ) -> None:
         self._repo = repo
+        self._objects = os.path.join(repo.path, "objects")
         self._fsync = fsync
         self._max_batch = max_batch
         self._wait = wait
@@ -255,8 +256,7 @@ class Writer:
             return
 
     def _put(self, obj: ShaFile) -> None:
-        objects = os.path.join(self._repo.path, "objects")
-        put_loose(objects, obj.id.decode("ascii"), lambda: obj.as_legacy_object(self._repo.loose_level))
+        put_loose(self._objects, obj.id.decode("ascii"), lambda: obj.as_legacy_object(self._repo.loose_level))
 
     def _make_commit(
         self, parent: str | None, tree_id: bytes | None, plan: CommitPlan
@@ -279,10 +279,9 @@ class Writer:
         # entries into its parent version's bytes (store.trees): a folder of 10,000 files costs
         # the same as a folder of ten, but for compressing the bigger object.
         root, made = edit_tree(self._repo.get.tree, tree_id, entries)
-        folder = os.path.join(self._repo.path, "objects")
         for table in made:
             level = self._repo.big_tree_level if table.size >= BIG_TREE else self._repo.loose_level
-            write_loose(folder, table, level)
+            write_loose(self._objects, table, level)
             self._loose_bytes += table.size
             self._repo.get.remember(table)  # the next commit starts from these
             objects.append(table.id)
@@ -303,8 +302,7 @@ class Writer:
     def _flush(self, objects: list[bytes], lock: str | None = None) -> None:
         """Make the loose `objects` durable (fsync of them and their folders), and the bytes of the
         ref's `lock` file in the same round (its name needs no flush: it is renamed next)."""
-        base = os.path.join(self._repo.path, "objects")
-        paths = [os.path.join(base, sha.decode()[:2], sha.decode()[2:]) for sha in objects]
+        paths = [os.path.join(self._objects, sha.decode()[:2], sha.decode()[2:]) for sha in objects]
         paths = [p for p in paths if os.path.exists(p)]  # packed ones need nothing
         sync_files(self._repo.path, paths, nameless=[lock] if lock else [])
 
