@@ -32,8 +32,8 @@ CANDIDATES = 100
 """Semantic candidates fused per hybrid search (more for a deeper page), and keyword mode's."""
 KEYWORD_CANDIDATES = 50
 """Keyword candidates fused per hybrid search: the 51st-100th by BM25 hold a common word or two, and
-their coverage lifted them over answers closer in meaning (bench.recall R@5 0.940 -> 0.955 at 50;
-REALTALK unchanged). Fixed, not widened for deeper pages, so that pages of one ranking agree."""
+their coverage lifted them over answers closer in meaning (docs/performance.md, "Measurements behind
+the code"). Fixed, not widened for deeper pages, so that pages of one ranking agree."""
 _SIMILAR_LIMIT = 5  # look-alikes returned by memory_add
 _TOOL_SET = "memory"
 
@@ -49,7 +49,8 @@ def _parse(path: str, text: str) -> Memory | None:
 _CATALOG: Catalog[Memory] = Catalog(FOLDER, _parse, lambda m: terms(m.content))
 
 
-# Checking each of 10,000 memories against a search's filters took 3-8 ms of every search.
+# The memories a search's filters let through, kept per filter: checking each memory on every search
+# is a visible share of a search at 10,000 memories.
 _VIEWS: Views[Memory, tuple[Mapping[str, Memory], KeysView[str]]] = Views()
 
 

@@ -14,7 +14,7 @@ __all__ = ["open_searcher", "refresh_searcher"]
 
 # whoosh-reloaded 2.7.5 `refresh()` reuses a segment's reader by segment id alone, so documents
 # deleted from an old segment since stay visible (a replaced file shows twice) and segments merged
-# away are read again. Opening everything afresh is correct but costs ~40 ms at 100k documents.
+# away are read again. Opening everything afresh is correct but slow with many documents.
 # Here an unchanged segment's reader is reused as is, and a segment that only gained deletions gets
 # a shallow copy of its reader pointing at the new deletion set, so its files are not reopened.
 

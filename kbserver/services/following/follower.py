@@ -17,7 +17,7 @@ either (kbserver.services.following.sink_worker.Pace). While a sink is close beh
 OS scheduling priority (`nice`, on Linux, where a thread is a task of its own), so a request wanting
 a core gets it first; and while commits come close together it lets them settle (`batch_seconds`):
 it waits until none came for a quarter of that, at most all of it, then applies them as one delta
-(one Whoosh update for several commits costs little more than one; each costs ~10 ms of GIL). The
+(one Whoosh update for several commits costs little more than one, and each holds the GIL). The
 first commit after a pause is applied at once. So is a version a reader waits for (`want`: a
 search that must see its caller's write, `GET /index?wait_for=`; from another process through the
 feed), and at the requests' priority: the waiting request lends the apply its own. Batching and
@@ -271,7 +271,7 @@ class Follower:
 
     def _listen(self, reader: EventReader) -> threading.Thread | None:
         """Start a thread that rings the loop whenever the feed's watch sees a line come (the loop
-        then needs no poll every `poll_seconds`: ~15 ms of CPU a second per idle process); None
+        then needs no poll every `poll_seconds`, which costs an idle process CPU); None
         where the feed cannot be watched."""
         watch = reader.watch()
         if watch is None:
