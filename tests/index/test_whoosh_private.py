@@ -18,10 +18,12 @@ from whoosh.fields import UnknownFieldError
 from whoosh.filedb.filestore import FileStorage, RamStorage
 from whoosh.index import FileIndex
 from whoosh.matching import FilterMatcher
+from whoosh.system import pack_ushort
 from whoosh.util.numeric import byte_to_length
 from whoosh.writing import IndexingError
 
 from kbserver.index import private
+from kbserver.index.codec import CODEC, COMPRESS_FROM
 from kbserver.index.schema import make_schema
 
 DOCS = 700  # enough postings of "kiwi" for several blocks
@@ -359,3 +361,63 @@ def test_term_blocks_are_every_terms_public_postings_deleted_included(ix: Any) -
                 m.next()
             assert postings == public  # deleted documents' postings included
         assert {d for d, _, _ in read[("body", b"kiwi")]} == set(range(DOCS))
+
+
+def test_written_files_and_term_files_are_what_the_field_writer_writes(tmp_path: Path) -> None:
+    """The files, field number, format and postings limits the accessors give are the ones Whoosh's
+    own field writer writes with: a term written through them by hand reads back, through Whoosh's
+    terms reader, as that field's term with its postings."""
+    storage = FileStorage(str(tmp_path))
+    codec = W3Codec(blocklimit=8, compression=2, inlinelimit=1)
+    segment = codec.new_segment(storage, "x")
+    schema = make_schema()
+    fieldwriter = codec.field_writer(storage, segment)
+    fieldwriter.start_field("path", schema["path"])  # field number 0
+    fieldwriter.start_term(b"a.md")
+    fieldwriter.add(0, 1.0, b"", 0)
+    fieldwriter.finish_term()
+    fieldwriter.finish_field()
+    fieldwriter.start_field("body", schema["body"])  # field number 1
+
+    postfile, termfile = private.written_files(fieldwriter)
+    files_postings, table, fieldid, fmt, limits = private.term_files(fieldwriter)
+    assert files_postings is postfile and table.dbfile is termfile
+    assert fmt is schema["body"].format and fieldid == 1
+    assert limits == (8, 1, 2, 0, False)  # the codec's block limit, inline limit and level; none plain
+
+    before = postfile.tell(), termfile.tell()
+    fieldwriter.start_term(b"kiwi")  # the public way: postings and a terms row go to those files
+    for d in range(20):
+        fieldwriter.add(d, 1.0, b"", 1)
+    fieldwriter.finish_term()
+    assert postfile.tell() > before[0] and termfile.tell() > before[1]
+
+    fieldwriter.start_term(b"zebra")  # by hand, as index/bulk.py's one-block terms write one
+    postings = private.postings_writer(fieldwriter)
+    for d in (2, 5, 9):
+        postings.add_posting(d, 1.0, b"", 1)
+    info = postings.finish_postings()
+    table.add(pack_ushort(fieldid) + b"zebra", info.to_bytes())
+    fieldwriter.finish_field()
+    fieldwriter.close()
+
+    reader = codec.terms_reader(storage, segment)
+    try:
+        assert ("body", b"zebra") in reader and ("path", b"zebra") not in reader
+        assert reader.doc_frequency("body", b"zebra") == 3
+        assert list(reader.matcher("body", b"zebra", fmt).all_ids()) == [2, 5, 9]
+        assert list(reader.matcher("body", b"kiwi", fmt).all_ids()) == list(range(20))
+    finally:
+        reader.close()
+
+
+def test_term_files_names_the_size_under_which_blocks_stay_plain(tmp_path: Path) -> None:
+    storage = FileStorage(str(tmp_path))
+    codec = CODEC  # kbserver's codec: its postings writer is plain_small_blocks_writer
+    segment = W3Codec().new_segment(storage, "y")
+    fieldwriter = codec.field_writer(storage, segment)
+    fieldwriter.start_field("body", make_schema()["body"])
+    *_, limits = private.term_files(fieldwriter)
+    assert limits == (128, 1, 3, COMPRESS_FROM, False)
+    fieldwriter.finish_field()
+    fieldwriter.close()
