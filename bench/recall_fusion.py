@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 from kbserver.core.model import Caller
 from kbserver.dialects import memory_base
-from kbserver.dialects.memory_rank import plain
 from kbserver.dialects.memory_records import FOLDER
+from kbserver.dialects.memory_words import plain
 from kbserver.services.context import Services
 from kbserver.services.reading import search as search_service
 from kbserver.services.reading import semantic

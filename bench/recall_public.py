@@ -21,9 +21,9 @@ beyond). `--limit N` takes the N smallest conversations of each set (0: all; the
 ~1,800 REALTALK turns and ~260 questions, a few minutes on 2 cores, most of it embedding; a
 RealMem conversation is ~1,300 long turns); `--vectors-cache DIR` keeps the vectors, keyed by
 content, for the next run, whose ingest then only re-maps paths. One table per set, then the sets
-side by side. `--modes "hybrid;hybrid@time=0.1,names=0.05"` also runs hybrid with the second look
-of kbserver/dialects/memory_rank.py weighted so (`time`, `names`, `share`, `depth`), to compare
-in one run. This is a measurement, not a test: nothing asserts.
+side by side. `--modes "hybrid;hybrid@plain=0"` also runs hybrid with the search box's operators
+kept (kbserver/dialects/memory_words.py's `PLAIN_WORDS` off), to compare in one run. This is a
+measurement, not a test: nothing asserts.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from pathlib import Path
 
 from bench import realmem, realtalk, recall_fusion
 from bench.realtalk import Conversation
-from kbserver.dialects import memory_rank
+from kbserver.dialects import memory_words
 from kbserver.dialects.memory import memory_search
 from kbserver.dialects.memory_records import FOLDER, Memory, render_memory
 from kbserver.dialects.session import DialectCall
@@ -114,29 +114,23 @@ class Fts:
         return [r[0] for r in rows]
 
 
-_LOOK = {
-    "time": "TIME_BOOST",
-    "names": "NAME_BOOST",
-    "share": "NAME_SHARE",
-    "depth": "DEPTH",
-    "plain": "PLAIN_WORDS",
-}
+_LOOK = {"plain": "PLAIN_WORDS"}
 
 
 @contextlib.contextmanager
-def _second_look(mode: str) -> Iterator[str]:
-    """`hybrid@time=0.1,names=0.05`: hybrid with kbserver.dialects.memory_rank's weights set so for the run
-    (`time`, `names`, `share`, `depth`; the others as they are); yields the plain mode."""
+def _variant(mode: str) -> Iterator[str]:
+    """`hybrid@plain=0`: hybrid with kbserver.dialects.memory_words's settings set so for the run
+    (`plain`; the others as they are); yields the plain mode."""
     base, _, settings = mode.partition("@")
-    saved = {attr: getattr(memory_rank, attr) for attr in _LOOK.values()}
+    saved = {attr: getattr(memory_words, attr) for attr in _LOOK.values()}
     try:
         for item in filter(None, settings.split(",")):
             key, _, value = item.partition("=")
-            setattr(memory_rank, _LOOK[key], int(value) if key in ("depth", "plain") else float(value))
+            setattr(memory_words, _LOOK[key], int(value))
         yield base
     finally:
         for attr, value in saved.items():
-            setattr(memory_rank, attr, value)
+            setattr(memory_words, attr, value)
 
 
 def _score(ranked: list[str], evidence: list[str]) -> tuple[bool, bool, float]:
@@ -270,7 +264,7 @@ def run(
             for mode in modes:
                 name = f"memory_search {mode}"
                 results[name], latency[name] = [], []
-                with _second_look(mode) as base:
+                with _variant(mode) as base:
                     for n, q in questions:
                         t0 = time.perf_counter()
                         found = memory_search(
@@ -323,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--set", default="realtalk", choices=[*SETS, "all"], help="which set(s) to run")
     parser.add_argument("--data", type=Path, help="one set's converted file")
     parser.add_argument("--limit", default="4", help="N smallest conversations a set (0: all), or SET=N,...")
-    parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes (hybrid@time=0.1,...)")
+    parser.add_argument("--modes", default=",".join(MODES), help="memory_search modes (hybrid@plain=0,...)")
     parser.add_argument("--vectors-cache", type=Path, help="keep each conversation's vectors here")
     parser.add_argument("--variants", default="", help="keyword weights of fusion variants to compare")
     parser.add_argument("--spans", default="", help="cosine spans LOW:HIGH,... of absolute-score variants")

@@ -18,13 +18,13 @@ from kbserver.dialects.memory_base import (
     _agent,
     _result,
 )
-from kbserver.dialects.memory_rank import plain, refine
 from kbserver.dialects.memory_records import (
     FOLDER,
     Memory,
     parse_time,
     visible,
 )
+from kbserver.dialects.memory_words import plain
 from kbserver.dialects.results import (
     MemorySearchResult,
 )
@@ -147,7 +147,6 @@ def memory_search(
                     coverage=covered,  # from the same index read as the candidates
                     keyword_only=words_only,  # not embedded yet: their words stand in for their meaning
                 )
-                ranked = refine(search, ranked, memories, end)  # off unless the bench turns it on
         else:
             ranked = keyword
     page = ranked[offset : offset + limit]
