@@ -67,9 +67,7 @@ class BulkWriter(private.SegmentWriterBase):
 
     def __init__(self, ix: Any, timeout: float = 0.0) -> None:
         super().__init__(ix, codec=CODEC, timeout=timeout)
-        whooshs: Any = self.pool
-        whooshs.cleanup()
-        self.pool: Any = _TermPool()
+        private.replace_pool(self, _TermPool())
         self.shared_weights: dict[float, float] = {}
         self.shared_values: dict[bytes, bytes] = {}
 
@@ -136,8 +134,7 @@ class BulkWriter(private.SegmentWriterBase):
 
     def _write_terms(self, reader: Any) -> None:
         writer = self.fieldwriter
-        for structfile in private.written_files(writer):
-            structfile.file = _Counted(structfile.file)
+        private.wrap_written_files(writer, _Counted)
         terms = self.pool.terms
         current = None
         lengths: list[int] = []

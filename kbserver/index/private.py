@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import copy
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import ModuleType
 from typing import Any
 
 import whoosh.codec.base
 import whoosh.filedb.compound
 import whoosh.filedb.filestore
+import whoosh.filedb.structfile
 import whoosh.multiproc
 import whoosh.util
 import whoosh.writing
@@ -54,8 +55,10 @@ __all__ = [
     "raw_matcher",
     "read_toc",
     "rebind",
+    "replace_pool",
     "term_blocks",
     "term_files",
+    "wrap_written_files",
     "written_files",
 ]
 
@@ -116,7 +119,8 @@ USES: Mapping[type, tuple[str, ...]] = {
         "_maxlength",
     ),
     whoosh3.W3Codec: ("_blocklimit", "_compression", "_inlinelimit"),
-    SegmentWriter: ("_added",),
+    SegmentWriter: ("_added", "pool"),  # pool: public-named, replaced by replace_pool
+    whoosh.filedb.structfile.StructFile: ("file",),  # wrapped by wrap_written_files
 }
 
 
@@ -281,6 +285,13 @@ def written_files(fieldwriter: Any) -> tuple[Any, Any]:
     return fieldwriter._postfile, fieldwriter._tindex.dbfile
 
 
+def wrap_written_files(fieldwriter: Any, wrap: Callable[[Any], Any]) -> None:
+    """Put `wrap(file)` in place of the file under each StructFile a W3FieldWriter writes
+    (`written_files`): every read, write and tell of Whoosh's then goes through the wrapper."""
+    for structfile in written_files(fieldwriter):
+        structfile.file = wrap(structfile.file)
+
+
 def term_files(fieldwriter: Any) -> tuple[Any, Any, int, Any, tuple[int, int, int, int, bool]]:
     """What a W3FieldWriter in a field (start_field) writes a term with: the postings file, the terms
     table, the field's number and format, and its postings writer's (block limit, inline limit,
@@ -368,6 +379,13 @@ class SegmentWriterBase(SegmentWriter):  # type: ignore[misc]
     def mark_added(self) -> None:
         """Record that a document was added (what commit checks before it writes a segment)."""
         self._added = True
+
+
+def replace_pool(writer: Any, pool: Any) -> None:
+    """Put `pool` in place of a SegmentWriter's posting pool (Whoosh's own cleaned up first): the
+    writer's add_document and add_postings_to_pool hand their postings to `pool.add`."""
+    writer.pool.cleanup()
+    writer.pool = pool
 
 
 # -- patches ------------------------------------------------------------------------------------------

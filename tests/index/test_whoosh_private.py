@@ -421,3 +421,64 @@ def test_term_files_names_the_size_under_which_blocks_stay_plain(tmp_path: Path)
     assert limits == (128, 1, 3, COMPRESS_FROM, False)
     fieldwriter.finish_field()
     fieldwriter.close()
+
+
+def test_replace_pool_gets_the_postings_whooshs_add_document_makes(tmp_path: Path) -> None:
+    class Pool:
+        def __init__(self) -> None:
+            self.added: list[Any] = []
+
+        def add(self, item: Any) -> None:
+            self.added.append(item)
+
+        def cleanup(self) -> None:  # what the writer calls as it closes the segment
+            self.added.clear()
+
+    index = whoosh_index.create_in(str(tmp_path), make_schema())
+    writer = private.SegmentWriterBase(index)
+    pool = Pool()
+    private.replace_pool(writer, pool)
+    assert writer.pool is pool
+    writer.add_document(path="a.md", body="kiwi kiwi")  # Whoosh's own add_document
+    assert [(field, text, docnum) for field, text, docnum, *_ in pool.added if field == "body"] == [
+        ("body", b"kiwi", 0)
+    ]
+    writer.cancel()
+    index.close()
+
+
+def test_wrap_written_files_sees_every_write_of_whooshs_field_writer(tmp_path: Path) -> None:
+    class Spy:
+        def __init__(self, file: Any) -> None:
+            self.file, self.written = file, 0
+
+        def write(self, data: Any) -> int:
+            self.written += len(data)
+            return int(self.file.write(data))
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.file, name)
+
+    storage = FileStorage(str(tmp_path))
+    codec = W3Codec(blocklimit=8)
+    segment = codec.new_segment(storage, "x")
+    fieldwriter = codec.field_writer(storage, segment)
+    spies: list[Spy] = []
+    private.wrap_written_files(fieldwriter, lambda file: spies.append(Spy(file)) or spies[-1])
+    assert [structfile.file for structfile in private.written_files(fieldwriter)] == spies
+    fieldwriter.start_field("body", make_schema()["body"])
+    fieldwriter.start_term(b"kiwi")
+    for d in range(20):
+        fieldwriter.add(d, 1.0, b"", 1)
+    fieldwriter.finish_term()
+    fieldwriter.finish_field()
+    written = [spy.written for spy in spies]
+    fieldwriter.close()
+    assert all(n > 0 for n in written), written  # the postings and the terms row went through them
+    reader = codec.terms_reader(storage, segment)
+    try:
+        assert list(reader.matcher("body", b"kiwi", make_schema()["body"].format).all_ids()) == list(
+            range(20)
+        )
+    finally:
+        reader.close()
