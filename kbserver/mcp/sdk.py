@@ -1,14 +1,15 @@
 """Every private part of the MCP SDK that kbserver relies on, checked against `mcp~=2.3.0` at import.
 
 The SDK gives no public way to a request's connection (a session's run lives there) or to the
-low-level server, and http.py recognises one of its log lines. At import `check` refuses an SDK
+low-level server (whose tool-schema lookup server.py wraps), and http.py recognises one of its log
+lines. At import `check` refuses an SDK
 outside 2.3.x, or one lacking any of these, with one error: never a silently sessionless server.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp.server.connection import Connection
@@ -23,9 +24,11 @@ __all__ = [
     "POST_FAILED_MESSAGE",
     "TESTED",
     "SDKChanged",
+    "SchemaLookup",
     "check",
     "connection",
     "lowlevel_server",
+    "wrap_tool_input_schema",
 ]
 
 DIST = "mcp"
@@ -79,3 +82,18 @@ def lowlevel_server(server: MCPServer[Any]) -> Server[Any]:
     """The low-level server under an MCPServer (the one whose `get_tool_input_schema` the transport calls)."""
     lowlevel: Server[Any] = server._lowlevel_server
     return lowlevel
+
+
+SchemaLookup = Callable[[str], Any]
+
+
+def wrap_tool_input_schema(server: MCPServer[Any], wrap: Callable[[SchemaLookup], SchemaLookup]) -> None:
+    """Put `wrap(lookup)` in place of the low-level server's `get_tool_input_schema`: the lookup the
+    transport's `Mcp-Param-*` header check calls before every tools/call (MCPServer always sets it)."""
+    lowlevel = lowlevel_server(server)
+    lookup = lowlevel.get_tool_input_schema
+    if lookup is None:
+        raise SDKChanged(
+            f"{DIST}: the low-level server has no get_tool_input_schema; checked on {TESTED}.x only"
+        )
+    lowlevel.get_tool_input_schema = wrap(lookup)

@@ -103,22 +103,22 @@ def _skip_header_checks_of_plain_tools(server: MCPServer[Any]) -> None:
     docs/performance.md). No tool of ours declares one, and where a schema declares none the check
     passes whatever the headers say; so the schema is handed to the check only when it mentions the
     keyword anywhere (looked up once per schema), which leaves the check exactly as it was."""
-    lowlevel = sdk.lowlevel_server(server)
-    schema_of = lowlevel.get_tool_input_schema
-    if schema_of is None:  # MCPServer always sets it in 2.3 (kbserver.mcp.sdk checks that it does)
-        raise sdk.SDKChanged("the MCP SDK's low-level server has no get_tool_input_schema")
-    declares: dict[str, tuple[object, bool]] = {}
 
-    def input_schema(name: str) -> Any:
-        schema = schema_of(name)
-        if schema is None:
-            return None
-        known = declares.get(name)
-        if known is None or known[0] is not schema:
-            known = declares[name] = (schema, _mentions(schema, X_MCP_HEADER_KEY))
-        return schema if known[1] else None
+    def only_where_declared(schema_of: sdk.SchemaLookup) -> sdk.SchemaLookup:
+        declares: dict[str, tuple[object, bool]] = {}
 
-    lowlevel.get_tool_input_schema = input_schema
+        def input_schema(name: str) -> Any:
+            schema = schema_of(name)
+            if schema is None:
+                return None
+            known = declares.get(name)
+            if known is None or known[0] is not schema:
+                known = declares[name] = (schema, _mentions(schema, X_MCP_HEADER_KEY))
+            return schema if known[1] else None
+
+        return input_schema
+
+    sdk.wrap_tool_input_schema(server, only_where_declared)
 
 
 def _name(fn: Callable[..., Any]) -> str:

@@ -98,3 +98,32 @@ def test_the_post_failure_is_logged_where_http_py_listens() -> None:
     module = mcp.server.streamable_http
     assert module.logger is logging.getLogger(sdk.POST_FAILED_LOGGER)
     assert f'logger.exception("{sdk.POST_FAILED_MESSAGE}")' in inspect.getsource(module)
+
+
+async def test_wrap_tool_input_schema_puts_the_wrapper_where_the_schema_is_looked_up() -> None:
+    server: MCPServer[Any] = MCPServer("probe")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Echoes."""
+        return text
+
+    asked: list[str] = []
+
+    def wrap(lookup: sdk.SchemaLookup) -> sdk.SchemaLookup:
+        def counting(name: str) -> Any:
+            asked.append(name)
+            return lookup(name)
+
+        return counting
+
+    sdk.wrap_tool_input_schema(server, wrap)
+    (tool,) = await server.list_tools()
+    lowlevel = sdk.lowlevel_server(server)
+    assert lowlevel.get_tool_input_schema is not None
+    assert lowlevel.get_tool_input_schema("echo") == tool.input_schema  # the SDK's own answer, through it
+    assert lowlevel.get_tool_input_schema("nope") is None
+    assert asked == ["echo", "nope"]
+    lowlevel.get_tool_input_schema = None  # a low-level server without the lookup: one loud error
+    with pytest.raises(sdk.SDKChanged, match="get_tool_input_schema"):
+        sdk.wrap_tool_input_schema(server, wrap)
