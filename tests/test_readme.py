@@ -72,6 +72,26 @@ def test_the_readme_is_a_users_document() -> None:
         assert f"docs/{doc}.md" in README
 
 
+def test_running_several_nodes_names_each_operators_step() -> None:
+    """The operator's page of issue 34: migrate, the public URL, trusted proxies, TLS at HAProxy with
+    its certificate path, admin commands on a cluster, and what to do when PostgreSQL is down."""
+    section = " ".join(_section("Running several nodes").split())
+    for needed in (
+        "`kbserver migrate`",
+        "`KBSERVER_PUBLIC_URL`",
+        "`KBSERVER_TRUSTED_PROXIES`",
+        "deploy/haproxy-tls.cfg",
+        "/etc/haproxy/certs/",
+        "Admin commands",
+        "`KBSERVER_CONTROL_URL`",
+        "When PostgreSQL is down",
+        "503",
+        "no restart",
+    ):
+        assert needed in section, needed
+    assert (REPO_ROOT / "deploy" / "haproxy-tls.cfg").is_file()
+
+
 def test_desktop_snippets_use_absolute_paths() -> None:
     mcp = _section("MCP")
     snippets = [json.loads(block) for block in _blocks(mcp, "json")]
