@@ -8,8 +8,9 @@ the benchmarks all build services here.
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 
@@ -37,7 +38,12 @@ SINK_ENTRY_POINTS = "kbserver.sinks"
 given a node-local folder of its own (`{cache}/sinks/{entry point name}`)."""
 
 _SINK_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_SINK_METHODS = ("covered", "apply", "reset", "idle", "close")
+# The methods the follower calls on a sink, each with the parameters it passes (positionally).
+_SINK_METHODS = {
+    name: [p for p in inspect.signature(method).parameters.values() if p.name != "self"]
+    for name, method in vars(Sink).items()
+    if inspect.isfunction(method) and not name.startswith("_")
+}
 
 
 def open_control(data: Path, options: Options) -> ControlStore:
@@ -70,10 +76,48 @@ def _sink_problem(source: str, what: str) -> InvalidRequest:
     return InvalidRequest(f"sink {source} (entry point of {SINK_ENTRY_POINTS}): {what}", sink=source)
 
 
+def _shown(params: Iterable[inspect.Parameter]) -> str:
+    """Parameters as written (`paused: bool, stop: Callable[[], bool]`), annotations unquoted."""
+    shown: list[str] = []
+    for p in params:
+        if p.kind is p.KEYWORD_ONLY and not any(s.startswith("*") for s in shown):
+            shown.append("*")
+        stars = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
+        text = stars + p.name
+        if p.annotation is not p.empty:
+            note = p.annotation if isinstance(p.annotation, str) else inspect.formatannotation(p.annotation)
+            text += f": {note}"
+        if p.default is not p.empty:
+            text += f" = {p.default!r}" if p.annotation is not p.empty else f"={p.default!r}"
+        shown.append(text)
+    return ", ".join(shown)
+
+
+def _sink_mismatch(sink: object) -> str | None:
+    """What of the Sink protocol `sink` lacks: a method it does not have, or one whose parameters
+    cannot take the follower's arguments (written for an older protocol); None when it has all."""
+    missing = [m for m in _SINK_METHODS if not callable(getattr(sink, m, None))]
+    if missing:
+        return f"lacks {', '.join(missing)}"
+    for name, params in _SINK_METHODS.items():
+        method = getattr(sink, name)
+        try:
+            signature = inspect.signature(method)
+        except (TypeError, ValueError):  # no signature to read (a builtin): its call will tell
+            continue
+        try:
+            signature.bind(*(p.name for p in params))
+        except TypeError:
+            mine, wanted = _shown(signature.parameters.values()), _shown(params)
+            return f"its {name}({mine}) cannot be called as {name}({wanted}), as the follower calls it"
+    return None
+
+
 def plugin_sinks(cache: Path, options: Options, taken: Sequence[str]) -> list[Sink]:
     """The sinks of the installed packages (entry points `kbserver.sinks`), each built in its own
-    folder under `cache`. Raises InvalidRequest naming a plug-in that cannot be built, is not a sink,
-    or takes a name already taken (`taken`: the built-in sinks')."""
+    folder under `cache`. Raises InvalidRequest naming a plug-in that cannot be built, is not a sink
+    (a method missing, or one that cannot take the follower's arguments), or takes a name already
+    taken (`taken`: the built-in sinks')."""
     sinks: list[Sink] = []
     names = set(taken)
     for ep in sorted(entry_points(group=SINK_ENTRY_POINTS), key=lambda e: (e.name, e.value)):
@@ -85,12 +129,10 @@ def plugin_sinks(cache: Path, options: Options, taken: Sequence[str]) -> list[Si
             sink = make(folder, options)
         except Exception as err:  # the plug-in's own failure: say which plug-in it is
             raise _sink_problem(source, f"cannot be built: {type(err).__name__}: {err}") from err
-        missing = [m for m in _SINK_METHODS if not callable(getattr(sink, m, None))]
+        mismatch = _sink_mismatch(sink)
         name = getattr(sink, "name", None)
-        if missing or not isinstance(name, str) or not _SINK_NAME.match(name):
-            what = (
-                f"lacks {', '.join(missing)}" if missing else f"its name {name!r} is not letters, digits, _.-"
-            )
+        if mismatch or not isinstance(name, str) or not _SINK_NAME.match(name):
+            what = mismatch or f"its name {name!r} is not letters, digits, _.-"
             raise _sink_problem(source, f"is not a sink: {what}")
         if name in names:
             raise _sink_problem(source, f"the sink name {name!r} is taken")
