@@ -69,9 +69,18 @@ class Node:
     """One `kbserver serve` process on a fixed port, so it can die and come back at one address."""
 
     def __init__(
-        self, name: str, data: Path, folder: Path, env: dict[str, str], port: int | None = None
+        self,
+        name: str,
+        data: Path,
+        folder: Path,
+        env: dict[str, str],
+        port: int | None = None,
+        *,
+        own_group: bool = False,
     ) -> None:
+        """`own_group`: the node (and its follower child) in a process group of its own (`signal`)."""
         self.name = name
+        self.own_group = own_group
         self.data = data
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -82,8 +91,16 @@ class Node:
     def launch(self) -> Node:
         exe = [sys.executable, "-m", "kbserver.cli", *serve_command(str(self.data), self.port)[1:]]
         with self.log.open("ab") as log:
-            self.proc = subprocess.Popen(exe, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+            self.proc = subprocess.Popen(
+                exe, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=self.own_group
+            )
         return self
+
+    def signal(self, sig: int) -> None:
+        """Send `sig` to the node's whole process group (the server, its follower child, any git it
+        runs): SIGSTOP freezes the node as a machine that stops being scheduled, SIGCONT thaws it."""
+        assert self.own_group and self.proc is not None
+        os.killpg(self.proc.pid, sig)
 
     def wait_healthy(self, timeout: float = 90) -> Node:
         assert self.proc is not None
@@ -100,6 +117,8 @@ class Node:
             self.proc.wait(timeout=30)
 
     def stop(self) -> None:
+        if self.own_group and self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGCONT)  # a frozen node cannot heed SIGTERM
         stop_process(self.proc)
 
 
