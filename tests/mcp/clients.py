@@ -16,6 +16,19 @@ from kbserver.mcp import Binding, build_server
 from kbserver.services import Services
 from kbserver.services.access.auth import caller_for
 
+# A raw initialize request over HTTP and the headers /mcp needs (for tests that read the status).
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
 
 def agent_server(services: Services, agent: str) -> MCPServer[Any]:
     """The MCP server as `agent` sees it, for the in-memory client (no transport, no token)."""

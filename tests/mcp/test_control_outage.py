@@ -16,20 +16,10 @@ import pytest
 
 from tests.faultproxy import FaultProxy
 from tests.helpers import ADMIN_TOKEN, LiveServer
+from tests.mcp.clients import INITIALIZE, MCP_HEADERS
 from tests.pg import PASSWORD, PostgresServer
 
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "outage-probe", "version": "1"},
-    },
-}
 BOUND_SECONDS = 20.0  # the contract's 10 s, with a margin for a busy 2-core machine
 
 

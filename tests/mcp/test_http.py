@@ -18,22 +18,10 @@ from kbserver.services import Services, kbs
 from kbserver.services.access.auth import ADMIN, caller_for
 from kbserver.services.writing import writes
 from tests.helpers import ADMIN_TOKEN, make_agent
-from tests.mcp.clients import error, http_client, ok
+from tests.mcp.clients import INITIALIZE, MCP_HEADERS, error, http_client, ok
 from tests.mcp.conftest import _Uvicorn
 
 pytestmark = pytest.mark.anyio
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 async def test_no_or_bad_token_is_401(http_url: str, agent: dict[str, str]) -> None:

@@ -16,6 +16,7 @@ from kbserver.services import Services, kbs
 from kbserver.services.access import connections
 from kbserver.services.access.auth import ADMIN
 from tests.helpers import ADMIN_TOKEN
+from tests.mcp.clients import INITIALIZE, MCP_HEADERS
 from tests.mcp.oauth_helpers import CHROMIUM, chromium_missing, oauth_server, pkce
 from tests.web.axe import AXE, SCREENS, serious_violations
 
@@ -24,17 +25,6 @@ pytestmark = [
     pytest.mark.timeout(300),
 ]
 CALLBACK = "http://127.0.0.1:9/callback"
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
-MCP_HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 
 def _consent_path(http: httpx.Client, base: str) -> str:
