@@ -13,12 +13,16 @@ from pathlib import Path
 
 import httpx
 
+from kbserver.core.model import Create, WriteRequest
 from kbserver.core.paths import case_twins
 from kbserver.dialects.memory import memory_add
 from kbserver.dialects.session import DialectCall
 from kbserver.services import Services
 from kbserver.services.access import agents
 from kbserver.services.access.auth import ADMIN, caller_for
+from kbserver.services.models import ProposalAccepted
+from kbserver.services.reading import runs
+from kbserver.services.writing import writes
 
 ADMIN_TOKEN = "test-admin-token"
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -64,6 +68,17 @@ def make_agent(services: Services, name: str, links: dict[str, str], **kw: objec
     for slug, permission in links.items():
         agents.link(services, ADMIN, name, slug, permission)
     return {"Authorization": f"Bearer {token}"}
+
+
+def pending_proposal(services: Services, kb: str, asker: str = "asker") -> str:
+    """The id of a pending proposal (idea.md) of a new agent `asker` who must ask to write to `kb`."""
+    make_agent(services, asker, {kb: "read_write_ask"})
+    caller = caller_for(services, asker)
+    run = runs.start(services, caller, interactive=True)
+    req = WriteRequest(files=[Create(path="idea.md", mode="create", content="an idea\n")], run_id=run.id)
+    out = writes.submit(services, caller, kb, req)
+    assert isinstance(out, ProposalAccepted)
+    return out.proposal.id
 
 
 def memory_caller(services: Services, kb: str, contents: list[str]) -> DialectCall:

@@ -15,14 +15,10 @@ from starlette.testclient import TestClient
 
 from kbserver.config import Settings
 from kbserver.core.errors import InvalidRequest
-from kbserver.core.model import Create, WriteRequest
 from kbserver.mcp import Binding, build_server
 from kbserver.services import Services
 from kbserver.services.access.auth import caller_for
-from kbserver.services.models import ProposalAccepted
-from kbserver.services.reading import runs
-from kbserver.services.writing import writes
-from tests.helpers import make_agent, state
+from tests.helpers import make_agent, pending_proposal, state
 
 ADMIN = {"Authorization": "Bearer test-admin-token"}
 
@@ -35,13 +31,7 @@ def settings(settings_on_both_stores: Settings) -> Settings:
 @pytest.fixture
 def pending(services: Services, kb: str) -> str:
     """A pending proposal of agent `asker`."""
-    make_agent(services, "asker", {kb: "read_write_ask"})
-    asker = caller_for(services, "asker")
-    run = runs.start(services, asker, interactive=True)
-    req = WriteRequest(files=[Create(path="idea.md", mode="create", content="an idea\n")], run_id=run.id)
-    out = writes.submit(services, asker, kb, req)
-    assert isinstance(out, ProposalAccepted)
-    return out.proposal.id
+    return pending_proposal(services, kb)
 
 
 def _refused(answer: Any) -> None:
