@@ -17,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse
 
 from kbserver.core.errors import InvalidRequest, TooLarge
+from kbserver.core.inputs import check_input
 from kbserver.services import Services
 from kbserver.services.models import DiffEntry
 from kbserver.services.reviewing import versions
@@ -148,7 +149,8 @@ async def expand(request: Request, slug: str, version: str) -> str:
 async def _form(request: Request) -> dict[str, str]:
     """The url-encoded form body (read up to MAX_FORM_BYTES). Raises TooLarge, InvalidRequest.
 
-    A declared Content-Length over the limit is refused before a byte of the body is read.
+    A declared Content-Length over the limit is refused before a byte of the body is read; a field
+    holding NUL is refused as the API and MCP refuse it (kbserver.core.inputs), before any store.
     """
     declared = request.headers.get("content-length")
     if declared is not None:
@@ -173,6 +175,7 @@ async def _form(request: Request) -> dict[str, str]:
         if key in out:
             raise InvalidRequest(f"form field {key} is given more than once")
         out[key] = value
+    check_input(out)
     return out
 
 
