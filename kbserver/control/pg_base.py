@@ -32,6 +32,10 @@ TX_SECONDS = 6.0  # one transaction, from asking the pool to COMMIT (the server'
 FAILING_SECONDS = 3.0  # the budget while the last transaction failed: a request's next calls fail sooner
 MIGRATE_SECONDS = 120.0  # migrations (and the wait for another node's) may take longer
 _RETRY_AFTER = 5
+# The server ended a session that sat in its transaction past the idle limit (this process paused:
+# SIGSTOPped, a VM paused): psycopg classes it InternalError (SQLSTATE 25P03), yet the store was only
+# out of this process's reach, like a lost connection (and so is PostgreSQL 17's transaction_timeout).
+_SESSION_ENDED = (psycopg.errors.IdleInTransactionSessionTimeout, psycopg.errors.TransactionTimeout)
 
 
 def safe_url(url: str) -> str:
@@ -124,7 +128,7 @@ class PostgresBase:
                 yield conn
         except (psycopg.errors.QueryCanceled, psycopg.errors.LockNotAvailable) as err:
             raise self._busy(err) from None  # reachable, but a limit of the session ran out
-        except (psycopg.OperationalError, PoolTimeout) as err:
+        except (psycopg.OperationalError, *_SESSION_ENDED, PoolTimeout) as err:
             self._failing = True
             cut = conn is not None and self.watchdog.cut(conn)
             raise self._unreachable(

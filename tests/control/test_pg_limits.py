@@ -11,10 +11,12 @@ import time
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.rows import tuple_row
 
 from kbserver.control import PostgresControlStore
 from kbserver.control.pg_watch import KEEPALIVES, LIMITS
+from kbserver.core.errors import Unavailable
 
 
 def _session_limits(conn: psycopg.Connection[Any]) -> dict[str, int]:
@@ -79,4 +81,28 @@ def test_the_listen_connection_is_bounded_and_again_once_it_reconnected(postgres
         _assert_bounded(listener._conn)
     finally:
         listener.close()
+        store.close()
+
+
+def test_a_transaction_ended_by_the_idle_limit_is_unavailable_and_the_next_one_works(
+    postgres_url: str,
+) -> None:
+    """A node paused in a transaction (SIGSTOPped, a VM paused, a long GC) past the server's idle
+    limit finds its session ended when it runs again: that is the store out of reach (503, retry),
+    not an internal error. psycopg classes the server's error as InternalError (SQLSTATE 25P03)."""
+    store = PostgresControlStore(postgres_url, max_connections=2)
+    try:
+        with pytest.raises(Unavailable) as raised, store.transaction() as db:
+            backend = db.info.backend_pid
+            db.execute("SET idle_in_transaction_session_timeout = 100")  # the limit, shortened for the test
+            with psycopg.connect(postgres_url, autocommit=True) as admin:  # until the server ended it
+                deadline = time.monotonic() + 60
+                while admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone():
+                    assert time.monotonic() < deadline, "the server never ended the idle transaction"
+                    time.sleep(0.05)
+            db.execute("SELECT 1")  # today: IdleInTransactionSessionTimeout, a 500
+        assert "idle-in-transaction" in raised.value.message, raised.value.message
+        with store.transaction() as db:  # the pool replaced the ended connection
+            assert db.execute("SELECT 1 AS one").fetchone() == {"one": 1}
+    finally:
         store.close()
