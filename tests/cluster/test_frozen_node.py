@@ -4,9 +4,11 @@ Two nodes on one data folder and one PostgreSQL. Node A streams writes to one KB
 A's whole process group (the server, its follower child, any git it runs) at a moment A holds the
 KB's writer lock: it watches /proc/locks for A's flock on the KB's `kbserver.lock`, stops A, and
 checks again that A, stopped, still holds the flock and the current, unreleased writer lease (a
-stop that missed is undone and tried again, a bounded number of times). That A is frozen holding
-the lock is thus verified, not hoped for; where in its write it stopped (before its commit, between
-its checks and the ref update, after it) is not chosen, and may differ from run to run.
+stop that missed is undone and tried again, a bounded number of times). The second case also
+requires A to be inside its update of main (its own `main.f<token>.lock` exists: objects written,
+being flushed, or the ref lock taken), where its commit must be refused at the ref. So that A is
+frozen holding the lock is verified, not hoped for; exactly where in its write it stopped (e.g.
+before or after it took `main.lock`) is not chosen, and may differ from run to run.
 
 While A stays frozen for longer than every bound a node's leases and waits have (FREEZE_SECONDS: the
 writer lease's takeover, a ref lock's staleness, PostgreSQL's idle-in-transaction limit, the gap
@@ -14,8 +16,9 @@ readers of the heads table wait for), node B's writes to the same KB keep being 
 within BOUND_SECONDS (the takeover plus the contract's 10 s, with a 2x margin: the only timing
 asserted). Then A is thawed: it answers /healthz and a write again by itself, its index covers B's
 writes, every write it had in flight was either acknowledged and is on main or answered 503 (never
-acknowledged and missing), every acknowledged write is on main with its content, and `git fsck
---strict` is clean. Idempotency keys (taken over after twice the write wait) are not used here.
+acknowledged and missing; one answered `busy` is not on main), every acknowledged write is on main
+with its content, and `git fsck --strict` is clean. Idempotency keys (taken over after twice the
+write wait) are not used here.
 """
 
 from __future__ import annotations
@@ -177,22 +180,35 @@ def _lease_held(repo: Path) -> bool:
     return kind == "flock" and f"{tokens[-1]}.free" not in names
 
 
-def _freeze_holding_the_lock(pair: Pair) -> int:
-    """SIGSTOP A's process group at a moment it holds the KB's writer lock (checked once stopped);
-    returns how many stops it took."""
+def _in_ref_update(repo: Path) -> bool:
+    """Whether a writer is inside its update of main: its own `main.f<token>.lock` exists (written
+    before its objects are flushed, removed once main moved; store.refswap)."""
+    return any(name.startswith("main.f") for name in os.listdir(repo / "refs" / "heads"))
+
+
+def _freeze(pair: Pair, where: str) -> int:
+    """SIGSTOP A's process group at a moment it holds the KB's writer lock, and for `where` "ref
+    update" also is inside its update of main (both checked again once stopped); returns how many
+    stops it took."""
     assert pair.a.proc is not None
     pid, lock_file = pair.a.proc.pid, pair.repo / "kbserver.lock"
+
+    def caught() -> bool:
+        if where == "ref update" and not _in_ref_update(pair.repo):
+            return False
+        return pid in _flock_holders(lock_file)
+
     for tries in range(1, CATCH_TRIES + 1):
         deadline = time.monotonic() + 10
-        while pid not in _flock_holders(lock_file) and time.monotonic() < deadline:
-            time.sleep(0.002)
+        while not caught() and time.monotonic() < deadline:
+            time.sleep(0.001)
         pair.a.signal(signal.SIGSTOP)
         time.sleep(0.2)  # every process of the group has stopped (SIGSTOP is delivered at once)
-        if pid in _flock_holders(lock_file) and _lease_held(pair.repo):
+        if caught() and _lease_held(pair.repo):
             return tries
         pair.a.signal(signal.SIGCONT)  # missed: the write ended in between
         time.sleep(0.05)
-    raise AssertionError(f"node A was never stopped while holding the writer lock ({CATCH_TRIES} tries)")
+    raise AssertionError(f"node A was never stopped in its {where} ({CATCH_TRIES} tries)")
 
 
 def _healthz(url: str) -> int:
@@ -217,7 +233,8 @@ def _on_main(repo: Path, paths: list[str]) -> None:
         assert _show(repo, path) == _content(path), f"{path} was acknowledged and is not on main"
 
 
-def test_a_node_frozen_holding_the_writer_lock_holds_nothing_hostage(pair: Pair) -> None:
+@pytest.mark.parametrize("where", ["writer lock", "ref update"])
+def test_a_node_frozen_holding_the_writer_lock_holds_nothing_hostage(pair: Pair, where: str) -> None:
     auth = _agent(pair.b.url)
     acked: list[str] = []
     with httpx.Client(base_url=pair.a.url, timeout=60) as http:
@@ -236,7 +253,8 @@ def test_a_node_frozen_holding_the_writer_lock_holds_nothing_hostage(pair: Pair)
         started = time.monotonic()  # past the first writes: A's writers in their stride
         while len(answers.told) < 5 * STREAMS and time.monotonic() - started < 120:
             time.sleep(0.05)
-        tries = _freeze_holding_the_lock(pair)
+        tries = _freeze(pair, where)
+        ref_lock = os.path.exists(pair.repo / "refs" / "heads" / "main.lock")  # A's, if any: only A writes
         frozen_at = time.monotonic()
         with httpx.Client(base_url=pair.b.url, timeout=BOUND_SECONDS + 60) as http:
             n, slowest = 0, 0.0
@@ -284,7 +302,8 @@ def test_a_node_frozen_holding_the_writer_lock_holds_nothing_hostage(pair: Pair)
         if told == "ok":
             acked.append(path)
     print(
-        f"A frozen after {tries} stop(s); B wrote {len(during)} (slowest {slowest:.1f} s); "
+        f"A frozen after {tries} stop(s) (holding main.lock: {ref_lock}); "
+        f"B wrote {len(during)} (slowest {slowest:.1f} s); "
         f"A's writes: {len(answers.told)}, refused: {answers.texts}"
     )
     for path in busy:  # `busy` says nothing was committed
