@@ -173,6 +173,10 @@ class SharedReader:
                     log.warning("cannot read the new heads of other nodes: %s", err.message)
                 self._lost = True
                 return
+            except Exception:  # one the store did not foresee: logged, and this thread lives on
+                log.exception("reading the new heads of other nodes failed; trying again")
+                self._lost = True
+                return
             heads = [Head(slug, version) for _, slug, version in rows]
             for n, _, _ in rows:
                 if self._gaps.pop(n, None) is None and n > self._last:
