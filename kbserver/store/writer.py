@@ -247,6 +247,8 @@ class Writer:
             if tip != head:
                 assert tip is not None
                 if not self._move_main(head, tip, written, lease):
+                    if not lease.current():  # this process stopped progressing and was taken over
+                        raise refused(self._repo.path)
                     if time.monotonic() > deadline:
                         raise busy(self._repo.path, self._wait)
                     time.sleep(0.01)

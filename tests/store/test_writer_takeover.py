@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from kbserver.core.errors import Busy
 from kbserver.store import CommitPlan, Repos
-repos = Repos(Path(sys.argv[1]), wait=300)
+repos = Repos(Path(sys.argv[1]), wait=float(sys.argv[3]))
 _, writer = repos.get("demo")
 def job(_tip):
     print("in job", flush=True)
@@ -46,10 +46,10 @@ def repos(tmp_path: Path) -> Repos:
     return r
 
 
-def _writer(root: Path, path: str) -> subprocess.Popen[str]:
+def _writer(root: Path, path: str, wait: float = 300) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
-        [sys.executable, "-c", WRITE, str(root), path], stdout=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", WRITE, str(root), path, str(wait)], stdout=subprocess.PIPE, text=True, env=env
     )
 
 
@@ -76,4 +76,22 @@ def test_a_holder_frozen_in_its_write_is_taken_over_and_its_commit_refused(
     assert repo.head() == version
     assert repo.view(version).read("live.md") == b"live\n" and repo.view(version).read("frozen.md") is None
     assert _write(repos, "after.md")  # and the KB is writable as before
+    git_fsck(repos.path("demo"))
+
+
+def test_a_holder_frozen_past_its_own_wait_is_told_it_was_taken_over(repos: Repos, tmp_path: Path) -> None:
+    """Thawed after its whole write wait, the old holder is told its lock was taken over (nothing
+    committed), not that another write held the KB for longer than its wait: it was the one holding."""
+    frozen = _writer(tmp_path / "kbs", "frozen.md", wait=2)
+    assert frozen.stdout is not None
+    try:
+        assert frozen.stdout.readline() == "in job\n"
+        os.kill(frozen.pid, signal.SIGSTOP)
+        version = _write(repos, "live.md")  # after STALE_SECONDS: well past the frozen one's wait
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    out, _ = frozen.communicate(timeout=120)
+    assert out.splitlines()[-1].startswith("busy:") and "taken over" in out, out  # today: "held it for"
+    repo = repos.repo("demo")
+    assert repo.head() == version and repo.view(version).read("frozen.md") is None
     git_fsck(repos.path("demo"))
