@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
+
 from tests.helpers import free_port, stop_process, wait_healthy
 
 __all__ = [
@@ -48,6 +50,19 @@ def migrate(data: Path, env: dict[str, str]) -> None:
     exe = [sys.executable, "-m", "kbserver.cli", *migrate_command(str(data))[1:]]
     done = subprocess.run(exe, env={**os.environ, **env}, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def writer_agent(url: str, kb: str, admin_token: str) -> dict[str, str]:
+    """Create KB `kb` and an agent `w` that may write it, through the node at `url`; its auth header."""
+    admin = {"Authorization": f"Bearer {admin_token}"}
+    with httpx.Client(base_url=url, timeout=60) as http:
+        assert http.post("/api/v1/kbs", json={"slug": kb}, headers=admin).status_code == 201
+        r = http.post("/api/v1/agents", json={"name": "w"}, headers=admin)
+        assert r.status_code == 201, r.text
+        auth = {"Authorization": f"Bearer {r.json()['token']}"}
+        r = http.post("/api/v1/agents/w/links", json={"kb": kb, "permission": "read_write"}, headers=admin)
+        assert r.status_code == 200, r.text
+    return auth
 
 
 def node_env(control_url: str, cache: str, admin_token: str, balancer: str) -> dict[str, str]:

@@ -21,7 +21,7 @@ import httpx
 import psycopg
 import pytest
 
-from tests.cluster.harness import Node, migrate, node_env
+from tests.cluster.harness import Node, migrate, node_env, writer_agent
 from tests.faultproxy import FaultProxy
 from tests.helpers import ADMIN_TOKEN, git_fsck
 from tests.pg import PostgresServer
@@ -74,17 +74,6 @@ def pair(tmp_path: Path, postgres_url: str) -> Iterator[Pair]:
         proxy.close()
 
 
-def _agent(url: str) -> dict[str, str]:
-    with httpx.Client(base_url=url, timeout=60) as http:
-        assert http.post("/api/v1/kbs", json={"slug": KB}, headers=ADMIN).status_code == 201
-        r = http.post("/api/v1/agents", json={"name": "w"}, headers=ADMIN)
-        assert r.status_code == 201, r.text
-        auth = {"Authorization": f"Bearer {r.json()['token']}"}
-        r = http.post("/api/v1/agents/w/links", json={"kb": KB, "permission": "read_write"}, headers=ADMIN)
-        assert r.status_code == 200, r.text
-    return auth
-
-
 def _write(url: str, auth: dict[str, str], path: str, timeout: float = 60) -> httpx.Response:
     body = {"files": [{"path": path, "mode": "create", "content": f"content of {path}\n"}]}
     with httpx.Client(base_url=url, timeout=timeout) as http:
@@ -130,7 +119,7 @@ def _on_main(data: Path, acked: list[str]) -> None:
 
 
 def test_a_silent_network_is_bounded_and_heals_by_itself(pair: Pair) -> None:
-    auth = _agent(pair.b.url)
+    auth = writer_agent(pair.b.url, KB, ADMIN_TOKEN)
     acked = []
     for node in (pair.a, pair.b):
         r = _write(node.url, auth, f"before-{node.name}.md")
@@ -184,7 +173,7 @@ def test_postgres_stopped_and_started_is_bounded_and_heals(
     migrate(data, node.env)
     try:
         node.launch().wait_healthy()
-        auth = _agent(node.url)
+        auth = writer_agent(node.url, KB, ADMIN_TOKEN)
         assert _write(node.url, auth, "before.md").status_code == 200
         own_postgres.pause()
         _assert_unavailable(*_timed(lambda: _write(node.url, auth, "down.md")))

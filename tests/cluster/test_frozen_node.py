@@ -41,7 +41,7 @@ from kbserver.control.pg_watch import LIMITS
 from kbserver.store.lease import FOLDER as LEASE_FOLDER
 from kbserver.store.lease import STALE_SECONDS
 from kbserver.store.locks import LOCK_STALE_SECONDS
-from tests.cluster.harness import Node, migrate, node_env
+from tests.cluster.harness import Node, migrate, node_env, writer_agent
 from tests.helpers import ADMIN_TOKEN, git_fsck
 
 pytestmark = [
@@ -120,17 +120,6 @@ def pair(tmp_path: Path, postgres_url: str) -> Iterator[Pair]:
     finally:
         for node in (a, b):
             node.stop()  # thaws A first
-
-
-def _agent(url: str) -> dict[str, str]:
-    with httpx.Client(base_url=url, timeout=60) as http:
-        assert http.post("/api/v1/kbs", json={"slug": KB}, headers=ADMIN).status_code == 201
-        r = http.post("/api/v1/agents", json={"name": "w"}, headers=ADMIN)
-        assert r.status_code == 201, r.text
-        auth = {"Authorization": f"Bearer {r.json()['token']}"}
-        r = http.post("/api/v1/agents/w/links", json={"kb": KB, "permission": "read_write"}, headers=ADMIN)
-        assert r.status_code == 200, r.text
-    return auth
 
 
 def _word(path: str) -> str:
@@ -244,7 +233,7 @@ def _on_main(repo: Path, paths: list[str]) -> None:
 
 @pytest.mark.parametrize("where", ["writer lock", "ref update"])
 def test_a_node_frozen_holding_the_writer_lock_holds_nothing_hostage(pair: Pair, where: str) -> None:
-    auth = _agent(pair.b.url)
+    auth = writer_agent(pair.b.url, KB, ADMIN_TOKEN)
     acked: list[str] = []
     with httpx.Client(base_url=pair.a.url, timeout=60) as http:
         assert _write(http, auth, "before-a.md").status_code == 200
