@@ -78,19 +78,7 @@ def _sink_problem(source: str, what: str) -> InvalidRequest:
 
 def _shown(params: Iterable[inspect.Parameter]) -> str:
     """Parameters as written (`paused: bool, stop: Callable[[], bool]`), annotations unquoted."""
-    shown: list[str] = []
-    for p in params:
-        if p.kind is p.KEYWORD_ONLY and not any(s.startswith("*") for s in shown):
-            shown.append("*")
-        stars = "*" if p.kind is p.VAR_POSITIONAL else "**" if p.kind is p.VAR_KEYWORD else ""
-        text = stars + p.name
-        if p.annotation is not p.empty:
-            note = p.annotation if isinstance(p.annotation, str) else inspect.formatannotation(p.annotation)
-            text += f": {note}"
-        if p.default is not p.empty:
-            text += f" = {p.default!r}" if p.annotation is not p.empty else f"={p.default!r}"
-        shown.append(text)
-    return ", ".join(shown)
+    return str(inspect.Signature(list(params)))[1:-1].replace("'", "")
 
 
 def _sink_mismatch(sink: object) -> str | None:
