@@ -2,8 +2,9 @@
 
 Fetched with a size limit, a time limit and no redirects, only from public addresses (a URL naming
 a private, loopback or link-local address, or a host resolving to one, is refused before any
-connection: the server must not be a way into its own network). Loopback `http://` URLs are allowed
-only with the test-only setting `oauth_loopback_clients`.
+connection: the server must not be a way into its own network), and connected to at the address
+that was checked, not at a second lookup's. Loopback `http://` URLs are allowed only with the
+test-only setting `oauth_loopback_clients`.
 
 httpx is imported on the first fetch: its import brings rich and pygments (~5 MB of the serving
 process), and most servers never see a metadata URL.
@@ -15,7 +16,7 @@ import ipaddress
 import json
 import socket
 import time
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import JsonValue
 
@@ -25,6 +26,8 @@ __all__ = ["MAX_BYTES", "TIMEOUT_SECONDS", "ClientMetadataError", "fetch", "is_m
 
 MAX_BYTES = 64 * 1024
 TIMEOUT_SECONDS = 5.0
+
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class ClientMetadataError(InvalidRequest):
@@ -40,13 +43,16 @@ def is_metadata_url(client_id: str, loopback: bool = False) -> bool:
     return False
 
 
-def _check_address(host: str, port: int, loopback: bool) -> None:
+def _check_address(host: str, port: int, loopback: bool) -> IPAddress:
+    """The address to connect to: the first `host` resolves to, once every one it resolves to is
+    public (or loopback under the test setting). The fetch connects to this very address, so a
+    name that resolves elsewhere the second time (DNS rebinding) cannot lead it to a private one."""
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as err:
         raise ClientMetadataError(f"the client's host {host} could not be resolved ({err})") from None
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%", 1)[0])
+    addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in infos]
+    for address in addresses:
         if loopback and address.is_loopback:
             continue
         if not address.is_global or address.is_multicast:
@@ -54,6 +60,9 @@ def _check_address(host: str, port: int, loopback: bool) -> None:
                 f"the client's metadata URL resolves to {address}, a private or reserved address; "
                 "only public addresses are fetched"
             )
+    if not addresses:
+        raise ClientMetadataError(f"the client's host {host} resolves to no address")
+    return addresses[0]
 
 
 def fetch(url: str, loopback: bool = False, timeout: float = TIMEOUT_SECONDS) -> dict[str, JsonValue]:
@@ -68,15 +77,20 @@ def fetch(url: str, loopback: bool = False, timeout: float = TIMEOUT_SECONDS) ->
         raise ClientMetadataError("the client metadata URL has a bad port") from None
     if parts.scheme == "http" and not ipaddress.ip_address(_literal(host) or "0.0.0.0").is_loopback:
         raise ClientMetadataError("plain http client metadata is only allowed on a loopback address")
-    _check_address(host, port, loopback)
+    address = _check_address(host, port, loopback)
     import httpx  # here, not at the top: see the module's docstring
+
+    pinned = f"[{address}]" if address.version == 6 else str(address)
+    target = urlunsplit((parts.scheme, f"{pinned}:{port}", parts.path, parts.query, ""))
+    headers = {"Accept": "application/json", "Host": parts.netloc}
+    tls = {"sni_hostname": host} if parts.scheme == "https" else {}  # the certificate is checked for host
 
     deadline = time.monotonic() + timeout
     body = bytearray()
     try:
         with (
             httpx.Client(timeout=httpx.Timeout(timeout), follow_redirects=False, trust_env=False) as client,
-            client.stream("GET", url, headers={"Accept": "application/json"}) as response,
+            client.stream("GET", target, headers=headers, extensions=tls) as response,
         ):
             if response.status_code != 200:
                 raise ClientMetadataError(f"the client's metadata URL answered HTTP {response.status_code}")
