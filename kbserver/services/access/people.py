@@ -16,6 +16,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 from kbserver.control import PersonRow
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import AGENT_PATTERN, ROLES, Caller, Role, utc_iso
+from kbserver.services.access.auth import may_manage
 from kbserver.services.context import Services
 from kbserver.services.models import Person, PersonList
 
@@ -43,7 +44,7 @@ _DUMMY = _HASHER.hash(secrets.token_urlsafe(16))
 
 
 def _owner(caller: Caller) -> None:
-    if not caller.is_admin:
+    if not may_manage(caller):
         raise Forbidden("only an owner (or the admin token) can manage people")
 
 
