@@ -9,6 +9,7 @@ from starlette.responses import Response
 
 from kbserver.core.errors import Stale
 from kbserver.core.model import Caller
+from kbserver.services.access.auth import require_write
 from kbserver.services.models import VersionDetail
 from kbserver.services.reviewing import inbox, review, versions
 from kbserver.web import records
@@ -75,6 +76,7 @@ async def undo(request: Request) -> Response:
     slug, services = _slug(request), services_of(request)
     version = await expand(request, slug, str(request.path_params["version"]))
     if form.get("confirm") == "ask":  # the review page's Undo: show what it would do first
+        await call(require_write, services, who, slug)  # whom undo refuses gets no Undo to confirm
         target = await call(versions.get, services, who, slug, version)
         return render(request, "undo_confirm.html", slug=slug, v=target, back=_back(form, slug))
     try:

@@ -73,3 +73,16 @@ def test_the_admin_token_sees_every_action(client: TestClient, services: Service
     shown = _actions(client, services, "other")
     assert all(shown.values()), shown
     assert 'href="/admin/agents"' in client.get("/admin/").text
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_undo_asks_first_only_whom_undo_lets_through(
+    client: TestClient, services: Services, persons: dict[str, dict[str, str]], role: str
+) -> None:
+    make_agent(services, "writer", {"mine": "read_write", "other": "read_write"})
+    csrf = sign_in(client, EMAILS[role])
+    for slug in ("mine", "other"):
+        version, _ = _agent_write(services, slug)
+        r = client.post(f"/admin/kbs/{slug}/versions/{version}/undo", data={"csrf": csrf, "confirm": "ask"})
+        assert r.status_code == (200 if allowed("decide", role, slug) else 403), f"{role} {slug}"
+        assert ('/undo" class="inline-form"' in r.text) == allowed("decide", role, slug)
