@@ -19,7 +19,6 @@ from starlette.responses import HTMLResponse, RedirectResponse
 from kbserver.core.errors import InvalidRequest, TooLarge
 from kbserver.core.inputs import check_input
 from kbserver.services import Services
-from kbserver.services.access.auth import may_decide, may_manage
 from kbserver.services.models import DiffEntry
 from kbserver.services.reviewing import versions
 from kbserver.web.markup import DiffFile, highlight_snippet, parse_patch, render_markdown, when, when_short
@@ -103,15 +102,16 @@ def _env() -> Environment:
 
 def render(request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
     """The page `template` with `context`, plus what base.html needs (CSRF field, login state) and
-    what the signed-in caller may do, as the services decide it: `may_decide` on the page's KB,
-    `may_manage` people and agents. Pages show only those actions; the services refuse the rest."""
+    what the signed-in caller may do, by the rules the services apply (`Caller.may_review`,
+    `Caller.is_admin`): `may_decide` on the page's KB, `may_manage` people and agents. Pages show
+    only those actions; the services refuse the rest."""
     has_session = "session" in request.scope  # not on the last-resort 500 page, outside the middleware
     token = csrf_token(request) if has_session else ""
     context.setdefault("slug", None)
     user = signed_in(request) if has_session else None
     slug = context["slug"]
-    context.setdefault("may_decide", user is not None and isinstance(slug, str) and may_decide(user, slug))
-    context.setdefault("may_manage", user is not None and may_manage(user))
+    context.setdefault("may_decide", user is not None and isinstance(slug, str) and user.may_review(slug))
+    context.setdefault("may_manage", user is not None and user.is_admin)
     done = request.session.pop("flash", None) if has_session else None
     html = (
         _env()

@@ -9,7 +9,6 @@ from kbserver.control import AgentRow
 from kbserver.core.errors import AlreadyExists, Forbidden, InvalidRequest, NotFound
 from kbserver.core.model import AGENT_PATTERN, Caller, Permission
 from kbserver.services.access import toolsets
-from kbserver.services.access.auth import may_manage
 from kbserver.services.context import Services
 from kbserver.services.models import Agent, AgentDeleted, AgentList, Link
 
@@ -22,7 +21,7 @@ _NAME = re.compile(AGENT_PATTERN)
 
 
 def _admin(caller: Caller) -> None:
-    if not may_manage(caller):
+    if not caller.is_admin:
         raise Forbidden("only the admin can manage agents and links")
 
 

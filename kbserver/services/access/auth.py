@@ -25,8 +25,6 @@ __all__ = [
     "authorize_metrics",
     "caller_for",
     "client_address",
-    "may_decide",
-    "may_manage",
     "permission",
     "person_caller",
     "require_read",
@@ -184,18 +182,6 @@ def permission(caller: Caller, slug: str) -> Access | None:
     if caller.is_person:
         return "read_write" if caller.may_review(slug) else "read"
     return caller.links.get(slug)
-
-
-def may_decide(caller: Caller, slug: str) -> bool:
-    """Whether a person or the admin may change KB `slug` and decide on it (edit, publish, delete,
-    revert, undo, mark reviewed, approve, reject): what require_write and the deciding services let
-    through. The web admin shows only the actions this allows; the services still refuse the rest."""
-    return caller.may_review(slug)
-
-
-def may_manage(caller: Caller) -> bool:
-    """Whether the caller may manage people, agents, their links and tokens (the admin and owners)."""
-    return caller.is_admin
 
 
 def require_read(services: Services, caller: Caller, slug: str) -> Access:
